@@ -1,0 +1,1 @@
+"""Build-time helpers for setup.py (not installed)."""
