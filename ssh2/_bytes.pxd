@@ -1,0 +1,23 @@
+# Allocate a bytes object, fill it without the GIL, then shrink it in place:
+# one allocation and no copy per read.
+from cpython.object cimport PyObject
+
+cdef extern from "Python.h":
+    PyObject *bytes_alloc "PyBytes_FromStringAndSize"(const char *v, Py_ssize_t n)
+    char *bytes_data "PyBytes_AS_STRING"(PyObject *o)
+    int bytes_resize "_PyBytes_Resize"(PyObject **o, Py_ssize_t n)
+    void decref "Py_DECREF"(PyObject *o)
+
+
+cdef inline object bytes_take(PyObject *raw, Py_ssize_t used, Py_ssize_t size):
+    """Own ``raw`` as a bytes object trimmed to ``used`` bytes (b'' if none)."""
+    cdef object result
+    if used <= 0:
+        decref(raw)
+        return b""
+    if used < size:
+        if bytes_resize(&raw, used) < 0:
+            raise MemoryError()
+    result = <object>raw
+    decref(raw)
+    return result

@@ -1,0 +1,44 @@
+from cpython.pythread cimport PyThread_type_lock, PyThread_acquire_lock, PyThread_release_lock
+from ssh2.c.libssh2 cimport LIBSSH2_SESSION
+
+# Kinds of child handle whose release may need the network (see Session._release).
+cdef enum ChildKind:
+    CHILD_CHANNEL = 1
+    CHILD_SFTP_HANDLE = 2
+    CHILD_SFTP = 3
+    CHILD_LISTENER = 4
+
+
+cdef class Session:
+    cdef LIBSSH2_SESSION *_session
+    # libssh2 sessions are not thread-safe: every call on the session or a child
+    # holds this lock, taken with the GIL released.
+    cdef PyThread_type_lock _lock
+    cdef object _sock
+    cdef int _fd
+    cdef bint _sock_was_blocking
+    cdef bint _dead
+    cdef bint _prefs_applied
+    cdef bint _user_crypt_pref
+    cdef list _deferred
+    cdef object _kbd_responder
+    cdef object _kbd_error
+
+    cdef int _check(self) except -1
+    cdef int _check_unauthenticated(self) except -1
+    cdef bint _socket_closed(self)
+    cdef void _mark_dead(self) noexcept
+    cdef void _release(self, int kind, void *ptr) noexcept
+    cdef int _drain_deferred(self) except -1
+    cdef int _raise(self, int rc, str context=*) except -1
+    cdef int _rc(self, int rc, str context=*) except -1
+    cdef object _null_result(self, str context)
+    cdef int _apply_default_prefs(self) except -1
+
+
+cdef inline void lock(PyThread_type_lock l) noexcept nogil:
+    PyThread_acquire_lock(l, 1)
+
+
+cdef inline void unlock(PyThread_type_lock l) noexcept nogil:
+    PyThread_release_lock(l)

@@ -1,0 +1,20 @@
+from ssh2.c cimport sftp as csftp
+from ssh2.session cimport Session
+from ssh2.sftp_handle cimport SFTPHandle
+
+
+cdef class SFTP:
+    cdef csftp.LIBSSH2_SFTP *_sftp
+    cdef readonly Session session
+    cdef csftp.LIBSSH2_SFTP *_ptr(self) except NULL
+    cdef int _raise(self, int rc, str context) except -1
+    cdef int _rc(self, int rc, str context) except -1
+    cdef object _null_result(self, str context)
+    cdef int _wait(self, object wait) except -1
+    cdef object _pump_down(self, SFTPHandle handle, int fd, object callback, object wait,
+                           unsigned long long size, size_t chunk)
+    cdef object _pump_up(self, SFTPHandle handle, int fd, object callback, object wait,
+                         unsigned long long size, size_t chunk)
+
+
+cdef SFTP PySFTP(csftp.LIBSSH2_SFTP *sftp, Session session)

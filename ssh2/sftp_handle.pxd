@@ -1,0 +1,20 @@
+from ssh2.c cimport sftp as csftp
+from ssh2.sftp cimport SFTP
+
+
+cdef class SFTPHandle:
+    cdef csftp.LIBSSH2_SFTP_HANDLE *_handle
+    cdef readonly SFTP sftp
+    cdef csftp.LIBSSH2_SFTP_HANDLE *_ptr(self) except NULL
+
+
+cdef class SFTPAttributes:
+    cdef csftp.LIBSSH2_SFTP_ATTRIBUTES _attrs
+
+
+cdef class SFTPStatVFS:
+    cdef csftp.LIBSSH2_SFTP_STATVFS _st
+
+
+cdef SFTPHandle PySFTPHandle(csftp.LIBSSH2_SFTP_HANDLE *handle, SFTP sftp)
+cdef SFTPAttributes PySFTPAttributes(const csftp.LIBSSH2_SFTP_ATTRIBUTES *attrs)

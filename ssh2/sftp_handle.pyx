@@ -1,0 +1,377 @@
+# cython: language_level=3
+"""``SFTPHandle`` (an open remote file or directory) and SFTP attribute records."""
+cimport cython
+from cpython.object cimport PyObject
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE
+from libc.string cimport memset
+
+from ssh2.c cimport libssh2 as c
+from ssh2.c cimport sftp as csftp
+from ssh2.session cimport Session, CHILD_SFTP_HANDLE, lock, unlock
+from ssh2.sftp cimport SFTP
+from ssh2.utils cimport to_bytes
+from ssh2._bytes cimport bytes_alloc, bytes_data, bytes_take
+
+from ssh2 import exceptions as _exc
+
+DEF READ_SIZE = 262144
+DEF NAME_SIZE = 1024
+
+
+cdef SFTPHandle PySFTPHandle(csftp.LIBSSH2_SFTP_HANDLE *handle, SFTP sftp):
+    cdef SFTPHandle obj = SFTPHandle.__new__(SFTPHandle)
+    obj._handle = handle
+    obj.sftp = sftp
+    return obj
+
+
+cdef SFTPAttributes PySFTPAttributes(const csftp.LIBSSH2_SFTP_ATTRIBUTES *attrs):
+    cdef SFTPAttributes obj = SFTPAttributes.__new__(SFTPAttributes)
+    obj._attrs = attrs[0]
+    return obj
+
+
+@cython.no_gc_clear
+cdef class SFTPHandle:
+    """An open remote file or directory. Iterate it for ``(size, data)`` chunks;
+    use it as a context manager to close it."""
+
+    def __cinit__(self):
+        self._handle = NULL
+
+    def __init__(self):
+        raise TypeError("handles come from SFTP.open() and SFTP.opendir()")
+
+    def __dealloc__(self):
+        if self._handle is not NULL and self.sftp is not None:
+            self.sftp.session._release(CHILD_SFTP_HANDLE, self._handle)
+            self._handle = NULL
+
+    cdef csftp.LIBSSH2_SFTP_HANDLE *_ptr(self) except NULL:
+        if self._handle is NULL:
+            raise _exc.SFTPHandleError("the SFTP handle is closed")
+        self.sftp._ptr()
+        return self._handle
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        if self._handle is not NULL:
+            self.close()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        rc, data = self.read()
+        if rc == 0:
+            raise StopIteration
+        return rc, data
+
+    @property
+    def closed(self):
+        return self._handle is NULL
+
+    def close(self):
+        """Close the handle. Returns 0, or EAGAIN (call again) in non-blocking mode."""
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef int rc
+        with nogil:
+            lock(self.sftp.session._lock)
+            rc = csftp.libssh2_sftp_close_handle(h)
+            unlock(self.sftp.session._lock)
+        if rc == c.LIBSSH2_ERROR_EAGAIN:
+            return rc
+        # libssh2 has freed the handle unless the close could not be sent.
+        if rc == 0:
+            self._handle = NULL
+        return self.sftp._rc(rc, "closing the SFTP handle failed")
+
+    def read(self, size_t size=READ_SIZE):
+        """Read up to ``size`` bytes: ``(size, data)``; size 0 at end of file."""
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef PyObject *raw
+        cdef char *buf
+        cdef Py_ssize_t rc
+        if size == 0:
+            raise ValueError("size must be > 0")
+        raw = bytes_alloc(NULL, size)
+        if raw is NULL:
+            raise MemoryError()
+        buf = bytes_data(raw)
+        with nogil:
+            lock(self.sftp.session._lock)
+            rc = csftp.libssh2_sftp_read(h, buf, size)
+            unlock(self.sftp.session._lock)
+        data = bytes_take(raw, rc, size)
+        if rc < 0:
+            self.sftp._rc(rc, "reading the remote file failed")
+        return rc, data
+
+    def read_into(self, buffer):
+        """Read into a writable buffer (bytearray, memoryview, numpy array).
+
+        Returns the number of bytes read, 0 at end of file, or EAGAIN. A
+        large buffer keeps many read requests in flight.
+        """
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef Py_buffer view
+        cdef Py_ssize_t rc
+        PyObject_GetBuffer(buffer, &view, PyBUF_SIMPLE | PyBUF_WRITABLE)
+        try:
+            if view.len == 0:
+                raise ValueError("buffer is empty")
+            with nogil:
+                lock(self.sftp.session._lock)
+                rc = csftp.libssh2_sftp_read(h, <char *>view.buf, view.len)
+                unlock(self.sftp.session._lock)
+        finally:
+            PyBuffer_Release(&view)
+        return self.sftp._rc(rc, "reading the remote file failed")
+
+    def write(self, buf):
+        """Write ``buf``: ``(rc, bytes_written)``, like ``Channel.write``."""
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef bytes data = to_bytes(buf)
+        cdef const char *c_buf = data
+        cdef size_t remaining = len(data)
+        cdef size_t total = 0
+        cdef Py_ssize_t rc = 0
+        with nogil:
+            while remaining > 0:
+                lock(self.sftp.session._lock)
+                rc = csftp.libssh2_sftp_write(h, c_buf + total, remaining)
+                unlock(self.sftp.session._lock)
+                if rc < 0:
+                    break
+                total += rc
+                remaining -= rc
+        if rc < 0:
+            self.sftp._rc(rc, "writing the remote file failed")
+        return rc, total
+
+    def _readdir(self, size_t buffer_maxlen, size_t longentry_maxlen):
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef SFTPAttributes attrs = SFTPAttributes.__new__(SFTPAttributes)
+        cdef bytearray name = bytearray(buffer_maxlen)
+        cdef bytearray longentry = bytearray(longentry_maxlen) if longentry_maxlen else None
+        cdef char *c_name = name
+        cdef char *c_long = NULL if longentry is None else <char *>longentry
+        cdef int rc
+        with nogil:
+            lock(self.sftp.session._lock)
+            rc = csftp.libssh2_sftp_readdir_ex(h, c_name, buffer_maxlen, c_long,
+                                               longentry_maxlen, &attrs._attrs)
+            unlock(self.sftp.session._lock)
+        self.sftp._rc(rc, "reading the remote directory failed")
+        if rc <= 0:
+            return rc, b"", b"", None
+        return (rc, bytes(name[:rc]),
+                bytes(longentry).split(b"\0", 1)[0] if longentry is not None else b"", attrs)
+
+    def readdir_ex(self, size_t longentry_maxlen=NAME_SIZE, size_t buffer_maxlen=NAME_SIZE):
+        """Yield ``(size, name, longentry, attrs)`` per entry; a final
+        ``(EAGAIN, ...)`` in non-blocking mode means "call again later"."""
+        while True:
+            rc, name, longentry, attrs = self._readdir(buffer_maxlen, longentry_maxlen)
+            if rc == c.LIBSSH2_ERROR_EAGAIN:
+                yield rc, name, longentry, attrs
+                return
+            if rc <= 0:
+                return
+            yield rc, name, longentry, attrs
+
+    def readdir(self, size_t buffer_maxlen=NAME_SIZE):
+        """Yield ``(size, name, attrs)`` per directory entry (see :meth:`readdir_ex`)."""
+        while True:
+            rc, name, _, attrs = self._readdir(buffer_maxlen, 0)
+            if rc == c.LIBSSH2_ERROR_EAGAIN:
+                yield rc, name, attrs
+                return
+            if rc <= 0:
+                return
+            yield rc, name, attrs
+
+    def fstat(self):
+        """The open file's :class:`SFTPAttributes` (or EAGAIN)."""
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef SFTPAttributes attrs = SFTPAttributes.__new__(SFTPAttributes)
+        cdef int rc
+        with nogil:
+            lock(self.sftp.session._lock)
+            rc = csftp.libssh2_sftp_fstat_ex(h, &attrs._attrs, 0)
+            unlock(self.sftp.session._lock)
+        self.sftp._rc(rc, "fstat on the remote file failed")
+        return rc if rc == c.LIBSSH2_ERROR_EAGAIN else attrs
+
+    def fsetstat(self, SFTPAttributes attrs not None):
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef int rc
+        with nogil:
+            lock(self.sftp.session._lock)
+            rc = csftp.libssh2_sftp_fstat_ex(h, &attrs._attrs, 1)
+            unlock(self.sftp.session._lock)
+        return self.sftp._rc(rc, "setting attributes of the remote file failed")
+
+    def fstatvfs(self):
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef SFTPStatVFS st = SFTPStatVFS.__new__(SFTPStatVFS)
+        cdef int rc
+        with nogil:
+            lock(self.sftp.session._lock)
+            rc = csftp.libssh2_sftp_fstatvfs(h, &st._st)
+            unlock(self.sftp.session._lock)
+        self.sftp._rc(rc, "fstatvfs on the remote file failed")
+        return rc if rc == c.LIBSSH2_ERROR_EAGAIN else st
+
+    def fsync(self):
+        """Ask the server to flush the file to disk (fsync@openssh.com)."""
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef int rc
+        with nogil:
+            lock(self.sftp.session._lock)
+            rc = csftp.libssh2_sftp_fsync(h)
+            unlock(self.sftp.session._lock)
+        return self.sftp._rc(rc, "fsync on the remote file failed")
+
+    def seek64(self, unsigned long long offset):
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        with nogil:
+            lock(self.sftp.session._lock)
+            csftp.libssh2_sftp_seek64(h, offset)
+            unlock(self.sftp.session._lock)
+
+    def seek(self, unsigned long long offset):
+        self.seek64(offset)
+
+    def rewind(self):
+        self.seek64(0)
+
+    def tell64(self):
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        return csftp.libssh2_sftp_tell64(h)
+
+    def tell(self):
+        return self.tell64()
+
+
+cdef class SFTPAttributes:
+    """File attributes (``stat``): flags say which fields are set."""
+
+    def __cinit__(self):
+        memset(&self._attrs, 0, sizeof(self._attrs))
+
+    def __repr__(self):
+        return (f"SFTPAttributes(filesize={self.filesize}, permissions={self.permissions:o}, "
+                f"uid={self.uid}, gid={self.gid}, atime={self.atime}, mtime={self.mtime})")
+
+    @property
+    def flags(self):
+        return self._attrs.flags
+
+    @flags.setter
+    def flags(self, unsigned long value):
+        self._attrs.flags = value
+
+    @property
+    def filesize(self):
+        return self._attrs.filesize
+
+    @filesize.setter
+    def filesize(self, unsigned long long value):
+        self._attrs.filesize = value
+        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_SIZE
+
+    @property
+    def uid(self):
+        return self._attrs.uid
+
+    @uid.setter
+    def uid(self, unsigned long value):
+        self._attrs.uid = value
+        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_UIDGID
+
+    @property
+    def gid(self):
+        return self._attrs.gid
+
+    @gid.setter
+    def gid(self, unsigned long value):
+        self._attrs.gid = value
+        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_UIDGID
+
+    @property
+    def permissions(self):
+        return self._attrs.permissions
+
+    @permissions.setter
+    def permissions(self, unsigned long value):
+        self._attrs.permissions = value
+        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_PERMISSIONS
+
+    @property
+    def atime(self):
+        return self._attrs.atime
+
+    @atime.setter
+    def atime(self, unsigned long value):
+        self._attrs.atime = value
+        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_ACMODTIME
+
+    @property
+    def mtime(self):
+        return self._attrs.mtime
+
+    @mtime.setter
+    def mtime(self, unsigned long value):
+        self._attrs.mtime = value
+        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_ACMODTIME
+
+
+cdef class SFTPStatVFS:
+    """File system statistics (``statvfs``)."""
+
+    @property
+    def f_bsize(self):
+        return self._st.f_bsize
+
+    @property
+    def f_frsize(self):
+        return self._st.f_frsize
+
+    @property
+    def f_blocks(self):
+        return self._st.f_blocks
+
+    @property
+    def f_bfree(self):
+        return self._st.f_bfree
+
+    @property
+    def f_bavail(self):
+        return self._st.f_bavail
+
+    @property
+    def f_files(self):
+        return self._st.f_files
+
+    @property
+    def f_ffree(self):
+        return self._st.f_ffree
+
+    @property
+    def f_favail(self):
+        return self._st.f_favail
+
+    @property
+    def f_fsid(self):
+        return self._st.f_fsid
+
+    @property
+    def f_flag(self):
+        return self._st.f_flag
+
+    @property
+    def f_namemax(self):
+        return self._st.f_namemax

@@ -1,0 +1,130 @@
+# cython: language_level=3
+"""Helpers: libssh2 version, waiting on a session's socket, error codes."""
+from libc.errno cimport errno, EINTR
+from posix.fcntl cimport fcntl, F_GETFL, F_SETFL, O_NONBLOCK
+
+from ssh2.c cimport libssh2 as c
+from ssh2.session cimport Session
+
+from ssh2 import exceptions as _exc
+
+cdef extern from "<poll.h>" nogil:
+    struct pollfd:
+        int fd
+        short events
+        short revents
+    int poll(pollfd *fds, unsigned long nfds, int timeout)
+    enum:
+        POLLIN
+        POLLOUT
+
+cdef extern from "<netinet/in.h>" nogil:
+    enum:
+        IPPROTO_TCP
+
+cdef extern from "<netinet/tcp.h>" nogil:
+    enum:
+        TCP_NODELAY
+
+cdef extern from "<sys/socket.h>" nogil:
+    int setsockopt(int fd, int level, int optname, const void *optval, unsigned int optlen)
+
+
+cdef bytes to_bytes(object value):
+    if isinstance(value, bytes):
+        return <bytes>value
+    if isinstance(value, str):
+        return (<str>value).encode("utf-8")
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    if hasattr(value, "__fspath__"):
+        return to_bytes(value.__fspath__())
+    raise TypeError(f"expected str or bytes, got {type(value).__name__}")
+
+
+cdef int sock_fd(object sock) except -1:
+    cdef int fd
+    if isinstance(sock, int):
+        fd = sock
+    else:
+        try:
+            fd = sock.fileno()
+        except AttributeError:
+            raise TypeError(f"expected a socket or file descriptor, got {type(sock).__name__}")
+    if fd < 0:
+        raise _exc.BadSocketError("the socket is closed (fileno() is -1)")
+    return fd
+
+
+cdef void set_tcp_nodelay(int fd) noexcept nogil:
+    cdef int one = 1
+    # Fails harmlessly on non-TCP sockets (socketpair, Unix sockets).
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))
+
+
+cdef bint fd_is_blocking(int fd) noexcept nogil:
+    cdef int flags = fcntl(fd, F_GETFL, 0)
+    return flags >= 0 and not (flags & O_NONBLOCK)
+
+
+cdef void set_fd_nonblocking(int fd) noexcept nogil:
+    cdef int flags = fcntl(fd, F_GETFL, 0)
+    if flags >= 0 and not (flags & O_NONBLOCK):
+        fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+
+
+cdef void set_fd_blocking(int fd) noexcept nogil:
+    cdef int flags = fcntl(fd, F_GETFL, 0)
+    if flags >= 0 and (flags & O_NONBLOCK):
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK)
+
+
+cdef int poll_fd(int fd, int directions, long timeout_ms) noexcept nogil:
+    """poll() the fd in the libssh2 block directions; EINTR is retried."""
+    cdef pollfd p
+    cdef int rc
+    p.fd = fd
+    p.events = 0
+    p.revents = 0
+    if directions & c.LIBSSH2_SESSION_BLOCK_INBOUND:
+        p.events |= POLLIN
+    if directions & c.LIBSSH2_SESSION_BLOCK_OUTBOUND:
+        p.events |= POLLOUT
+    if p.events == 0:
+        p.events = POLLIN
+    while True:
+        rc = poll(&p, 1, timeout_ms)
+        if rc >= 0 or errno != EINTR:
+            return rc
+
+
+def version():
+    """The version of the libssh2 library in use, e.g. ``'1.11.1'``."""
+    cdef const char *v = c.libssh2_version(0)
+    return v.decode() if v is not NULL else None
+
+
+def wait_socket(sock, Session session, timeout=1):
+    """Wait until ``sock`` is ready in the direction ``session`` is blocked on.
+
+    For non-blocking mode without an event loop: call after a call returned
+    ``LIBSSH2_ERROR_EAGAIN``. ``timeout`` in seconds (``None``: no limit).
+    Returns the poll() result: 0 on timeout, > 0 when ready. The GIL is
+    released while waiting.
+    """
+    cdef int fd = sock_fd(sock)
+    cdef int directions = session.block_directions()
+    cdef long timeout_ms = -1 if timeout is None else <long>(timeout * 1000)
+    cdef int rc
+    with nogil:
+        rc = poll_fd(fd, directions, timeout_ms)
+    if rc < 0:
+        raise OSError(errno, "poll() failed")
+    return rc
+
+
+def handle_error_codes(int errcode):
+    """Raise the exception for a libssh2 error code; return it if not an error."""
+    if errcode >= 0 or errcode == c.LIBSSH2_ERROR_EAGAIN:
+        return errcode
+    raise _exc.error_for(errcode)
