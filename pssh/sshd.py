@@ -1,0 +1,350 @@
+"""Real OpenSSH servers on loopback, for tests, benchmarks and demos.
+
+Each :class:`OpenSSHServer` is one ``sshd`` process (Debian's openssh-server)
+with its own generated host keys and ``sshd_config`` in a temporary folder,
+listening on a free port of a loopback address. :class:`ServerGroup` starts N
+of them on 127.0.0.1 .. 127.0.0.N, so that a client sees N distinct hosts.
+
+The servers are independent of the machine's SSH setup: the login user is the
+current user, authorised by generated client keys; the remote ``HOME`` is a
+temporary folder, so the user's shell start-up files (slow on some machines)
+are not run. Password and keyboard-interactive logins are offered when a
+password is given: sshd then runs in a private mount namespace whose
+``/etc/pam.d`` checks that password (needs root and ``unshare``).
+
+Example::
+
+    with ServerGroup(3) as group:
+        for server in group.servers:
+            print(server.address, server.port)
+        group.keys.private("ed25519")   # a key the servers accept
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Mapping, Optional, Sequence
+
+log = logging.getLogger("pssh.sshd")
+
+SSHD = shutil.which("sshd", path="/usr/sbin:/usr/local/sbin:" + os.environ.get("PATH", ""))
+KEY_TYPES = ("ed25519", "ecdsa", "rsa")
+PASSPHRASE = "correct horse battery staple"
+
+
+class SSHDError(RuntimeError):
+    """The test server could not be set up or started."""
+
+
+def _keygen(path: Path, key_type: str, passphrase: str = "", comment: str = "") -> Path:
+    args = ["ssh-keygen", "-q", "-t", key_type, "-N", passphrase, "-f", str(path),
+            "-C", comment or path.name]
+    if key_type == "rsa":
+        args += ["-b", "3072"]
+    try:
+        subprocess.run(args, check=True, capture_output=True, text=True)
+    except FileNotFoundError:
+        raise SSHDError("ssh-keygen not found: apt-get install openssh-client") from None
+    except subprocess.CalledProcessError as exc:
+        raise SSHDError(f"ssh-keygen -t {key_type} failed: {exc.stderr.strip()}") from None
+    return path
+
+
+@dataclass
+class ClientKeys:
+    """Client key pairs accepted by the servers: ed25519, ecdsa, rsa, and an
+    ed25519 key protected by :data:`PASSPHRASE` (named ``"passphrase"``)."""
+
+    directory: Path
+
+    @classmethod
+    def generate(cls, directory: Path) -> "ClientKeys":
+        directory.mkdir(parents=True, exist_ok=True)
+        for key_type in KEY_TYPES:
+            _keygen(directory / f"id_{key_type}", key_type)
+        _keygen(directory / "id_passphrase", "ed25519", PASSPHRASE)
+        return cls(directory)
+
+    def private(self, name: str = "ed25519") -> str:
+        return str(self.directory / f"id_{name}")
+
+    def public(self, name: str = "ed25519") -> str:
+        return str(self.directory / f"id_{name}.pub")
+
+    def authorized_keys(self) -> str:
+        return "".join((self.directory / f"id_{n}.pub").read_text()
+                       for n in (*KEY_TYPES, "passphrase"))
+
+
+def free_port(address: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((address, 0))
+        return s.getsockname()[1]
+
+
+_PAM_SERVICE = """\
+auth     required pam_exec.so expose_authtok quiet {checker}
+# pam_exec has no credentials to set; this makes pam_setcred() succeed.
+auth     required pam_permit.so
+account  required pam_permit.so
+session  required pam_permit.so
+password required pam_deny.so
+"""
+
+_PASSWORD_CHECKER = """\
+#!/bin/sh
+# pam_exec hands the password on stdin, NUL-terminated.
+given=$(head -c 4096 | tr -d '\\000')
+[ "$given" = "$(cat '{password_file}')" ]
+"""
+
+
+class OpenSSHServer:
+    """One real ``sshd`` on ``address:port``.
+
+    ``keys``: the :class:`ClientKeys` to authorise (generated if omitted).
+    ``password``: also accept this password for the current user (password
+    and keyboard-interactive methods). ``config``: extra sshd_config lines.
+    """
+
+    def __init__(self, address: str = "127.0.0.1", port: Optional[int] = None, *,
+                 workdir: Optional[os.PathLike] = None, keys: Optional[ClientKeys] = None,
+                 host_keys: Optional[Mapping[str, Path]] = None,
+                 password: Optional[str] = None, config: Sequence[str] = (),
+                 start_timeout: float = 10.0) -> None:
+        if SSHD is None:
+            raise SSHDError("sshd not found: apt-get install openssh-server")
+        self.address = address
+        self.port = port or free_port(address)
+        self._own_dir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pssh-sshd-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.keys = keys or ClientKeys.generate(self.workdir / "client")
+        self.password = password
+        self.extra_config = list(config)
+        self.start_timeout = start_timeout
+        self.user = _current_user()
+        self.home = self.workdir / "home"
+        self.home.mkdir(exist_ok=True)
+        self.host_keys = dict(host_keys) if host_keys else self._make_host_keys()
+        self.process: Optional[subprocess.Popen] = None
+
+    # -- set-up -------------------------------------------------------------
+
+    def _make_host_keys(self) -> dict:
+        folder = self.workdir / "hostkeys"
+        folder.mkdir(exist_ok=True)
+        return {t: _keygen(folder / f"ssh_host_{t}_key", t) for t in KEY_TYPES}
+
+    def _write_config(self) -> Path:
+        authorized = self.workdir / "authorized_keys"
+        authorized.write_text(self.keys.authorized_keys())
+        authorized.chmod(0o600)
+        lines = [
+            f"ListenAddress {self.address}:{self.port}",
+            *(f"HostKey {path}" for path in self.host_keys.values()),
+            f"PidFile {self.workdir / 'sshd.pid'}",
+            f"AuthorizedKeysFile {authorized}",
+            "StrictModes no",
+            "PubkeyAuthentication yes",
+            f"UsePAM {'yes' if self.password else 'no'}",
+            f"PasswordAuthentication {'yes' if self.password else 'no'}",
+            f"KbdInteractiveAuthentication {'yes' if self.password else 'no'}",
+            "PermitRootLogin yes",
+            "UseDNS no",
+            "PrintMotd no",
+            "PrintLastLog no",
+            "X11Forwarding no",
+            "AllowTcpForwarding yes",
+            "AllowAgentForwarding yes",
+            "AllowStreamLocalForwarding yes",
+            "PermitTTY yes",
+            "PermitUserEnvironment no",
+            "AcceptEnv LANG LC_* PSSH_* TEST_*",
+            # The remote HOME is ours: shell start-up files in the real home
+            # (slow init on some machines) are never read.
+            f"SetEnv HOME={self.home}",
+            "MaxStartups 1000",
+            "MaxSessions 1000",
+            "MaxAuthTries 20",
+            "LoginGraceTime 30",
+            "ClientAliveInterval 0",
+            "Subsystem sftp internal-sftp",
+            "LogLevel VERBOSE",
+            *self.extra_config,
+        ]
+        path = self.workdir / "sshd_config"
+        path.write_text("\n".join(lines) + "\n")
+        return path
+
+    def _pam_dir(self) -> Path:
+        pam = self.workdir / "pam.d"
+        pam.mkdir(exist_ok=True)
+        password_file = self.workdir / "password"
+        password_file.write_text(self.password or "")
+        password_file.chmod(0o600)
+        checker = self.workdir / "check-password"
+        checker.write_text(_PASSWORD_CHECKER.format(password_file=password_file))
+        checker.chmod(0o700)
+        for service in ("sshd", "other"):
+            (pam / service).write_text(_PAM_SERVICE.format(checker=checker))
+        return pam
+
+    def _command(self, config: Path) -> list:
+        sshd = [SSHD, "-D", "-e", "-f", str(config), "-E", str(self.log_file)]
+        if not self.password:
+            return sshd
+        if os.geteuid() != 0 or not shutil.which("unshare"):
+            raise SSHDError("password logins need root and unshare (util-linux): sshd checks "
+                            "the password through PAM in a private mount namespace")
+        pam = self._pam_dir()
+        script = f'mount --bind "{pam}" /etc/pam.d && exec "$@"'
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *sshd]
+
+    @property
+    def log_file(self) -> Path:
+        return self.workdir / "sshd.log"
+
+    # -- life cycle ------------------------------------------------------------
+
+    def start(self) -> "OpenSSHServer":
+        if self.process is not None:
+            return self
+        if os.geteuid() == 0:
+            # sshd's privilege separation directory (made by the service
+            # scripts, which never ran on a fresh machine).
+            os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        config = self._write_config()
+        check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise SSHDError(f"sshd rejected its configuration: {check.stderr.strip()}")
+        self.process = subprocess.Popen(self._command(config), stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self._wait_ready()
+        log.debug("sshd ready on %s:%d (pid %d)", self.address, self.port, self.process.pid)
+        return self
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode(errors="replace")
+                raise SSHDError(f"sshd on {self.address}:{self.port} exited with "
+                                f"{self.process.returncode}: {err.strip() or self.read_log()}")
+            try:
+                with socket.create_connection((self.address, self.port), timeout=1) as s:
+                    if s.recv(64).startswith(b"SSH-2.0"):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.02)
+        self.stop()
+        raise SSHDError(f"sshd on {self.address}:{self.port} not ready after "
+                        f"{self.start_timeout}s: {self.read_log()}")
+
+    def read_log(self) -> str:
+        try:
+            return self.log_file.read_text(errors="replace")[-2000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.process is not None:
+            if self.process.poll() is None:
+                self.process.terminate()
+                try:
+                    self.process.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.process.kill()
+                    self.process.wait()
+            self.process.stderr.close()
+            self.process = None
+
+    def close(self) -> None:
+        """Stop the server and remove its folder (if we made it)."""
+        self.stop()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "OpenSSHServer":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    # -- for clients -------------------------------------------------------------
+
+    def public_host_key(self, key_type: str = "ed25519") -> str:
+        """The host public key line (``type base64 comment``)."""
+        return Path(str(self.host_keys[key_type]) + ".pub").read_text().strip()
+
+    def known_hosts_lines(self) -> str:
+        """known_hosts lines for every host key of this server."""
+        name = self.address if self.port == 22 else f"[{self.address}]:{self.port}"
+        return "".join(f"{name} {' '.join(self.public_host_key(t).split()[:2])}\n"
+                       for t in self.host_keys)
+
+
+class ServerGroup:
+    """N servers on 127.0.0.1 .. 127.0.0.N sharing client keys and host keys."""
+
+    def __init__(self, count: int = 1, *, first_address: int = 1, password: Optional[str] = None,
+                 config: Sequence[str] = (), workdir: Optional[os.PathLike] = None) -> None:
+        if not 1 <= count <= 250:
+            raise ValueError("count must be between 1 and 250")
+        self._own_dir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pssh-sshd-group-"))
+        self.keys = ClientKeys.generate(self.workdir / "client")
+        self._host_keys_dir = self.workdir / "hostkeys"
+        self._host_keys_dir.mkdir(exist_ok=True)
+        host_keys = {t: _keygen(self._host_keys_dir / f"ssh_host_{t}_key", t) for t in KEY_TYPES}
+        self.servers = [
+            OpenSSHServer(f"127.0.0.{first_address + i}", workdir=self.workdir / f"host{i}",
+                          keys=self.keys, host_keys=host_keys, password=password, config=config)
+            for i in range(count)]
+
+    @property
+    def hosts(self) -> list:
+        return [s.address for s in self.servers]
+
+    def start(self) -> "ServerGroup":
+        try:
+            for server in self.servers:
+                server.start()
+        except BaseException:
+            self.close()
+            raise
+        return self
+
+    def known_hosts_file(self) -> str:
+        """A known_hosts file listing every server, written in the group's folder."""
+        path = self.workdir / "known_hosts"
+        path.write_text("".join(s.known_hosts_lines() for s in self.servers))
+        return str(path)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.stop()
+        if self._own_dir:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> "ServerGroup":
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __iter__(self) -> Iterable[OpenSSHServer]:
+        return iter(self.servers)
+
+
+def _current_user() -> str:
+    import pwd
+    return pwd.getpwuid(os.geteuid()).pw_name
