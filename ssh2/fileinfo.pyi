@@ -1,0 +1,10 @@
+class FileInfo:
+    st_size: int
+    st_mode: int
+    st_atime: int
+    st_mtime: int
+    st_uid: int
+    st_gid: int
+    st_nlink: int
+    st_ino: int
+    st_dev: int

@@ -1,0 +1,4 @@
+class PublicKey:
+    blob: bytes
+    comment: bytes
+    magic: int

@@ -1,0 +1,9 @@
+import socket
+from typing import Optional, Union
+
+from ssh2.session import Session
+
+def version() -> Optional[str]: ...
+def wait_socket(sock: Union[socket.socket, int], session: Session,
+                timeout: Optional[float] = ...) -> int: ...
+def handle_error_codes(errcode: int) -> int: ...
