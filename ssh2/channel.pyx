@@ -78,7 +78,8 @@ cdef class Channel:
 
     def execute(self, command):
         """Run ``command`` on the server. Returns 0 or EAGAIN."""
-        return self.process_startup("exec", command)
+        # An exec request without a command makes sshd drop the connection.
+        return self.process_startup("exec", to_bytes(command))
 
     def shell(self):
         """Start the user's login shell."""
@@ -86,7 +87,7 @@ cdef class Channel:
 
     def subsystem(self, subsystem):
         """Start a subsystem such as "sftp"."""
-        return self.process_startup("subsystem", subsystem)
+        return self.process_startup("subsystem", to_bytes(subsystem))
 
     def pty(self, term="vt100", int width=80, int height=24):
         """Request a pseudo-terminal."""

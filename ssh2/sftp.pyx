@@ -310,7 +310,7 @@ cdef class SFTP:
         return bytes(buf[:rc]).decode("utf-8", "surrogateescape")
 
     def symlink(self, path, target):
-        """Create a symbolic link ``path`` pointing at ``target``."""
+        """Create a symbolic link at ``target`` that points to ``path``."""
         return self._link_call(path, target, csftp.LIBSSH2_SFTP_SYMLINK, 0, "symlink")
 
     def readlink(self, path, size_t max_len=4096):
