@@ -1,0 +1,103 @@
+"""Fixtures: real OpenSSH servers on loopback and sessions connected to them."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import tempfile
+
+import pytest
+
+from pssh.sshd import PASSPHRASE, ServerGroup
+from ssh2.session import Session
+
+PASSWORD = "s3cret pw"
+
+
+@pytest.fixture(scope="session")
+def servers():
+    """Two sshd hosts (127.0.0.1 and 127.0.0.2) accepting keys and a password."""
+    with ServerGroup(2, password=PASSWORD) as group:
+        yield group
+
+
+@pytest.fixture(scope="session")
+def server(servers):
+    return servers.servers[0]
+
+
+def connect(server, *, blocking: bool = True, auth: bool = True, key: str = "ed25519"):
+    """A TCP connection and a handshaken (and authenticated) Session."""
+    sock = socket.create_connection((server.address, server.port), timeout=10)
+    session = Session()
+    session.set_timeout(30_000)
+    session.handshake(sock)
+    if auth:
+        session.userauth_publickey_fromfile(server.user, server.keys.private(key))
+    session.set_blocking(blocking)
+    return sock, session
+
+
+@pytest.fixture
+def conn(server):
+    sock, session = connect(server)
+    yield sock, session
+    del session
+    sock.close()
+
+
+@pytest.fixture
+def session(conn):
+    return conn[1]
+
+
+@pytest.fixture
+def tmp_remote(tmp_path):
+    """A folder the servers see (they run on this machine)."""
+    return tmp_path
+
+
+def run(session, command, *, stdin: bytes | None = None):
+    """Run a command to completion: (exit status, stdout, stderr)."""
+    chan = session.open_session()
+    chan.execute(command)
+    if stdin is not None:
+        chan.write(stdin)
+        chan.send_eof()
+    out, err = read_all(chan), read_all(chan, stderr=True)
+    chan.close()
+    chan.wait_closed()
+    return chan.get_exit_status(), out, err
+
+
+def read_all(chan, stderr: bool = False) -> bytes:
+    chunks = []
+    read = chan.read_stderr if stderr else chan.read
+    while True:
+        size, data = read()
+        if size <= 0:
+            return b"".join(chunks)
+        chunks.append(data)
+
+
+@pytest.fixture
+def agent(server, tmp_path):
+    """A real ssh-agent holding the servers' rsa client key."""
+    path = str(tmp_path / "agent.sock")
+    proc = subprocess.Popen(["ssh-agent", "-D", "-a", path], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            if os.path.exists(path):
+                break
+            subprocess.run(["sleep", "0.02"])
+        env = dict(os.environ, SSH_AUTH_SOCK=path)
+        subprocess.run(["ssh-add", server.keys.private("rsa")], env=env, check=True,
+                       capture_output=True)
+        yield path
+    finally:
+        proc.terminate()
+        proc.wait()
+
+
+__all__ = ["PASSWORD", "PASSPHRASE", "connect", "run", "read_all"]

@@ -1,0 +1,52 @@
+"""Packaging: typed stubs cover the compiled modules; libssh2 is new enough."""
+import ast
+import importlib
+import inspect
+import os
+
+import pytest
+
+import ssh2
+
+PACKAGE_DIR = os.path.dirname(ssh2.__file__)
+COMPILED = ["session", "channel", "sftp", "sftp_handle", "knownhost", "agent", "pkey",
+            "listener", "fileinfo", "error_codes", "utils"]
+
+
+def stub_names(module_name):
+    tree = ast.parse(open(os.path.join(PACKAGE_DIR, f"{module_name}.pyi")).read())
+    names, members = set(), {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            names.add(node.name)
+            members[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)} | \
+                {n.target.id for n in node.body if isinstance(n, ast.AnnAssign)}
+        elif isinstance(node, ast.FunctionDef):
+            names.add(node.name)
+        elif isinstance(node, ast.AnnAssign):
+            names.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names, members
+
+
+@pytest.mark.parametrize("module_name", COMPILED)
+def test_stub_covers_public_api(module_name):
+    module = importlib.import_module(f"ssh2.{module_name}")
+    names, members = stub_names(module_name)
+    public = {n for n in dir(module) if not n.startswith("_")
+              and getattr(getattr(module, n), "__module__", module.__name__) == module.__name__
+              and not inspect.ismodule(getattr(module, n))}
+    public -= {"log"}
+    assert public - names == set()
+    for cls_name, stubbed in members.items():
+        cls = getattr(module, cls_name)
+        methods = {n for n, v in vars(cls).items() if not n.startswith("_")}
+        assert methods - stubbed == set(), cls_name
+
+
+def test_py_typed_and_bundled_library():
+    assert os.path.exists(os.path.join(PACKAGE_DIR, "py.typed"))
+    from ssh2.utils import version
+    major, minor = (int(p) for p in version().split(".")[:2])
+    assert (major, minor) >= (1, 11)

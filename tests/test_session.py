@@ -1,0 +1,304 @@
+"""Session: handshake, algorithms, host key, authentication, against real sshd."""
+import socket
+
+import pytest
+
+from conftest import PASSPHRASE, PASSWORD, connect, run
+from ssh2 import exceptions as exc
+from ssh2.session import (LIBSSH2_HOSTKEY_HASH_MD5, LIBSSH2_HOSTKEY_HASH_SHA1,
+                          LIBSSH2_HOSTKEY_HASH_SHA256, LIBSSH2_HOSTKEY_TYPE_ED25519,
+                          LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC, LIBSSH2_METHOD_HOSTKEY,
+                          LIBSSH2_METHOD_KEX, LIBSSH2_SESSION_BLOCK_INBOUND, Session)
+from ssh2.utils import version
+
+
+def test_version_is_at_least_1_11():
+    assert tuple(int(p) for p in version().split(".")[:2]) >= (1, 11)
+
+
+def test_handshake_sets_tcp_nodelay_and_prefers_gcm(server):
+    sock = socket.create_connection((server.address, server.port))
+    try:
+        session = Session()
+        assert session.handshake(sock) == 0
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+        with open("/proc/cpuinfo") as fh:
+            has_aes = " aes" in fh.read()
+        cipher = session.methods(LIBSSH2_METHOD_CRYPT_CS)
+        assert cipher == ("aes128-gcm@openssh.com" if has_aes else "chacha20-poly1305@openssh.com")
+        assert session.methods(LIBSSH2_METHOD_KEX)
+        assert session.banner_get().startswith("SSH-2.0-OpenSSH")
+        assert session.sock is sock
+    finally:
+        sock.close()
+
+
+def test_default_ciphers_exclude_weak_ones(server):
+    sock, session = connect(server, auth=False)
+    with pytest.raises(exc.SSH2Error):
+        session.method_pref(LIBSSH2_METHOD_CRYPT_CS, "no-such-cipher")
+    supported = session.supported_algs(LIBSSH2_METHOD_CRYPT_CS)
+    assert "aes256-ctr" in supported
+    sock.close()
+
+
+@pytest.mark.parametrize("cipher", ["chacha20-poly1305@openssh.com", "aes256-ctr",
+                                    "aes256-gcm@openssh.com"])
+def test_method_pref_chooses_cipher(server, cipher):
+    sock = socket.create_connection((server.address, server.port))
+    session = Session()
+    session.method_pref(LIBSSH2_METHOD_CRYPT_CS, cipher)
+    session.method_pref(LIBSSH2_METHOD_CRYPT_SC, cipher)
+    session.handshake(sock)
+    assert session.methods(LIBSSH2_METHOD_CRYPT_CS) == cipher
+    session.userauth_publickey_fromfile(server.user, server.keys.private())
+    assert run(session, "echo ok")[:2] == (0, b"ok\n")
+    sock.close()
+
+
+def test_hostkey_and_hashes_match_server_key(server):
+    sock = socket.create_connection((server.address, server.port))
+    session = Session()
+    session.method_pref(LIBSSH2_METHOD_HOSTKEY, "ssh-ed25519")
+    session.handshake(sock)
+    key, key_type = session.hostkey()
+    import base64
+    import hashlib
+    expected = base64.b64decode(server.public_host_key("ed25519").split()[1])
+    assert key_type == LIBSSH2_HOSTKEY_TYPE_ED25519
+    assert key == expected
+    assert session.hostkey_hash(LIBSSH2_HOSTKEY_HASH_SHA256) == hashlib.sha256(key).digest()
+    assert session.hostkey_hash(LIBSSH2_HOSTKEY_HASH_SHA1) == hashlib.sha1(key).digest()
+    assert session.hostkey_hash(LIBSSH2_HOSTKEY_HASH_MD5) == hashlib.md5(key).digest()
+    with pytest.raises(ValueError):
+        session.hostkey_hash(99)
+    sock.close()
+
+
+def test_blocking_timeout_and_keepalive_settings(session):
+    assert session.get_blocking() is True
+    session.set_blocking(False)
+    assert session.get_blocking() is False
+    session.set_blocking(True)
+    session.set_timeout(1234)
+    assert session.get_timeout() == 1234
+    with pytest.raises(ValueError):
+        session.set_timeout(-1)
+    session.keepalive_config(True, 5)
+    assert 0 <= session.keepalive_send() <= 5
+    assert session.block_directions() in (0, 1, 2, 3)
+
+
+def test_userauth_list_offers_configured_methods(server):
+    sock, session = connect(server, auth=False)
+    methods = session.userauth_list(server.user)
+    assert {"publickey", "password", "keyboard-interactive"} <= set(methods)
+    assert session.userauth_authenticated() is False
+    sock.close()
+
+
+@pytest.mark.parametrize("key", ["ed25519", "ecdsa", "rsa"])
+def test_publickey_fromfile_each_key_type(server, key):
+    sock, session = connect(server, auth=False)
+    assert session.userauth_publickey_fromfile(server.user, server.keys.private(key)) == 0
+    assert session.userauth_authenticated()
+    assert run(session, "whoami")[1].strip() == server.user.encode()
+    sock.close()
+
+
+def test_publickey_with_public_key_file(server):
+    sock, session = connect(server, auth=False)
+    session.userauth_publickey_fromfile(server.user, server.keys.private("rsa"),
+                                        publickey=server.keys.public("rsa"))
+    assert session.userauth_authenticated()
+    sock.close()
+
+
+def test_publickey_with_passphrase(server):
+    sock, session = connect(server, auth=False)
+    session.userauth_publickey_fromfile(server.user, server.keys.private("passphrase"),
+                                        PASSPHRASE)
+    assert session.userauth_authenticated()
+    sock.close()
+
+
+def test_wrong_passphrase_raises_file_error(server):
+    sock, session = connect(server, auth=False)
+    with pytest.raises(exc.FileError) as info:
+        session.userauth_publickey_fromfile(server.user, server.keys.private("passphrase"),
+                                            "wrong")
+    assert info.value.errno == -16
+    assert "Wrong passphrase" in str(info.value)
+    assert "id_passphrase" in str(info.value)
+    sock.close()
+
+
+def test_missing_key_file_raises(server, tmp_path):
+    sock, session = connect(server, auth=False)
+    with pytest.raises(exc.FileError) as info:
+        session.userauth_publickey_fromfile(server.user, str(tmp_path / "nope"))
+    assert str(tmp_path / "nope") in str(info.value)
+    assert "Unable to open private key file" in str(info.value)
+    sock.close()
+
+
+def test_unauthorised_key_is_rejected(server, tmp_path):
+    import subprocess
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")],
+                   check=True)
+    sock, session = connect(server, auth=False)
+    with pytest.raises(exc.AuthenticationError):
+        session.userauth_publickey_fromfile(server.user, str(tmp_path / "k"))
+    assert not session.userauth_authenticated()
+    sock.close()
+
+
+@pytest.mark.parametrize("key", ["ed25519", "rsa", "passphrase"])
+def test_publickey_frommemory(server, key):
+    sock, session = connect(server, auth=False)
+    with open(server.keys.private(key), "rb") as fh:
+        private = fh.read()
+    session.userauth_publickey_frommemory(server.user, private,
+                                          PASSPHRASE if key == "passphrase" else "")
+    assert session.userauth_authenticated()
+    sock.close()
+
+
+def test_password(server):
+    sock, session = connect(server, auth=False)
+    assert session.userauth_password(server.user, PASSWORD) == 0
+    assert run(session, "echo pw")[1] == b"pw\n"
+    sock.close()
+
+
+def test_bad_password_raises_authentication_error(server):
+    sock, session = connect(server, auth=False)
+    with pytest.raises(exc.AuthenticationError) as info:
+        session.userauth_password(server.user, "not the password")
+    assert info.value.errno == -18
+    assert "password authentication" in str(info.value)
+    sock.close()
+
+
+def test_keyboard_interactive(server):
+    sock, session = connect(server, auth=False)
+    session.userauth_keyboardinteractive(server.user, PASSWORD)
+    assert session.userauth_authenticated()
+    sock.close()
+
+
+def test_keyboard_interactive_callback_sees_prompts(server):
+    sock, session = connect(server, auth=False)
+    seen = []
+
+    def answer(name, instruction, prompts):
+        seen.append(prompts)
+        return [PASSWORD for _ in prompts]
+
+    session.userauth_keyboardinteractive_callback(server.user, answer)
+    assert session.userauth_authenticated()
+    assert seen[0][0][0].startswith("Password")
+    assert seen[0][0][1] is False
+    sock.close()
+
+
+def test_keyboard_interactive_callback_error_propagates(server):
+    sock, session = connect(server, auth=False)
+
+    def broken(name, instruction, prompts):
+        raise RuntimeError("no answers here")
+
+    with pytest.raises(RuntimeError, match="no answers here"):
+        session.userauth_keyboardinteractive_callback(server.user, broken)
+    with pytest.raises(TypeError):
+        session.userauth_keyboardinteractive_callback(server.user, "not callable")
+    sock.close()
+
+
+def test_agent_auth_with_real_ssh_agent(server, agent, monkeypatch):
+    monkeypatch.setenv("SSH_AUTH_SOCK", agent)
+    sock, session = connect(server, auth=False)
+    session.agent_auth(server.user)
+    assert session.userauth_authenticated()
+    sock.close()
+
+
+def test_agent_identities_and_userauth(server, agent):
+    sock, session = connect(server, auth=False)
+    ag = session.agent_init()
+    ag.set_identity_path(agent)
+    assert ag.get_identity_path() == agent
+    ag.connect()
+    identities = ag.get_identities()
+    assert len(identities) == 1
+    assert identities[0].comment == b"id_rsa"
+    assert identities[0].blob
+    ag.userauth(server.user, identities[0])
+    assert session.userauth_authenticated()
+    ag.list_identities()
+    with pytest.raises(exc.AgentError, match="stale"):
+        ag.userauth(server.user, identities[0])
+    ag.disconnect()
+    sock.close()
+
+
+def test_agent_without_running_agent_raises(server, tmp_path):
+    sock, session = connect(server, auth=False)
+    ag = session.agent_init()
+    ag.set_identity_path(str(tmp_path / "no-agent.sock"))
+    with pytest.raises(exc.AgentConnectionError):
+        ag.connect()
+    sock.close()
+
+
+def test_second_authentication_raises_instead_of_hanging(session, server):
+    with pytest.raises(exc.BadUseError, match="already authenticated"):
+        session.userauth_password(server.user, PASSWORD)
+
+
+def test_disconnect_then_calls_fail(server):
+    sock, session = connect(server)
+    assert session.disconnect() == 0
+    with pytest.raises(exc.SSH2Error):
+        session.open_session()
+    sock.close()
+
+
+def test_not_an_ssh_server_raises_banner_error():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    sock = socket.create_connection(listener.getsockname())
+    peer, _ = listener.accept()
+    peer.sendall(b"HTTP/1.1 400 Bad Request\r\n\r\n")
+    peer.close()
+    session = Session()
+    with pytest.raises(exc.SSH2Error) as info:
+        session.handshake(sock)
+    assert info.value.errno is not None
+    sock.close()
+    listener.close()
+
+
+def test_silent_server_times_out():
+    """A peer that accepts TCP and never speaks: blocking handshake honours set_timeout."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    sock = socket.create_connection(listener.getsockname())
+    session = Session()
+    session.set_timeout(300)
+    with pytest.raises((exc.Timeout, exc.SocketTimeout, exc.BannerRecvError)):
+        session.handshake(sock)
+    sock.close()
+    listener.close()
+
+
+def test_session_handshake_rejects_bad_arguments():
+    session = Session()
+    with pytest.raises(TypeError):
+        session.handshake("not a socket")
+    sock = socket.socket()
+    sock.close()
+    with pytest.raises(exc.BadSocketError):
+        session.handshake(sock)
