@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian machine: system packages, a virtualenv in .venv, and
+# this project installed into it (libssh2 1.11.1 is built from Debian's
+# source package when the system's is older than 1.11).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential dpkg-dev pkg-config libssl-dev zlib1g-dev
+          openssh-server openssh-client python3-venv python3-dev)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    echo "[setup] installing: ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+python=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    "$python" -m venv .venv
+fi
+.venv/bin/pip install -q --upgrade pip
+echo "[setup] building and installing (pip install .[test])"
+.venv/bin/pip install -q ".[test]"
+.venv/bin/python -c "import ssh2.utils; print('[setup] ssh2 with libssh2', ssh2.utils.version())"
