@@ -72,6 +72,6 @@ extensions = [Extension(f"ssh2.{name}", [f"ssh2/{name}.pyx"], include_dirs=[],
 setup(
     ext_modules=extensions,
     cmdclass={"build_ext": BuildExt},
-    package_data={"ssh2": ["*.pyi", "py.typed", "*.pxd", "c/*.pxd", "libssh2.so.1"],
+    package_data={"ssh2": ["*.pyi", "py.typed", "*.pxd", "libssh2.so.1"], "ssh2.c": ["*.pxd"],
                   "pssh": ["py.typed"]},
 )

@@ -26,4 +26,5 @@ fi
 .venv/bin/pip install -q --upgrade pip
 echo "[setup] building and installing (pip install .[test])"
 .venv/bin/pip install -q ".[test]"
-.venv/bin/python -c "import ssh2.utils; print('[setup] ssh2 with libssh2', ssh2.utils.version())"
+# From / so that the installed package, not the source tree, is imported.
+(cd / && "$OLDPWD/.venv/bin/python" -c "import ssh2.utils; print('[setup] ssh2 with libssh2', ssh2.utils.version())")
