@@ -1,0 +1,1 @@
+"""Benchmarks: side-by-side measurements of this library and its peers."""

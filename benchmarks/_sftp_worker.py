@@ -1,0 +1,145 @@
+"""One timed SFTP download, run in its own process: prints JSON {seconds, bytes}.
+
+    python _sftp_worker.py LIBRARY CIPHER HOST PORT USER KEY REMOTE_PATH [THREADS]
+
+LIBRARY: ours | ssh2-python | paramiko | asyncssh | openssh. CIPHER: a cipher
+name, or "default" for the library's own choice. Runs under whichever
+interpreter has the library (ssh2-python needs its own virtualenv, its module
+is also called ssh2). Data is read into memory and discarded.
+"""
+import json
+import subprocess
+import sys
+import threading
+import time
+
+CHUNK = 2 * 1024 * 1024
+
+
+def ours(cipher, host, port, user, key, path):
+    import socket
+
+    from ssh2.session import LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC, Session
+    from ssh2.sftp import LIBSSH2_FXF_READ
+    sock = socket.create_connection((host, port))
+    session = Session()
+    if cipher != "default":
+        session.method_pref(LIBSSH2_METHOD_CRYPT_CS, cipher)
+        session.method_pref(LIBSSH2_METHOD_CRYPT_SC, cipher)
+    session.handshake(sock)
+    session.userauth_publickey_fromfile(user, key)
+    sftp = session.sftp_init()
+    buf = bytearray(CHUNK)
+    total = 0
+    started = time.perf_counter()
+    with sftp.open(path, LIBSSH2_FXF_READ, 0) as fh:
+        while (n := fh.read_into(buf)) > 0:
+            total += n
+    return time.perf_counter() - started, total
+
+
+def ssh2_python(cipher, host, port, user, key, path):
+    import socket
+
+    from ssh2.session import LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC, Session
+    from ssh2.sftp import LIBSSH2_FXF_READ, LIBSSH2_SFTP_S_IRUSR
+    sock = socket.create_connection((host, port))
+    session = Session()
+    if cipher != "default":
+        session.method_pref(LIBSSH2_METHOD_CRYPT_CS, cipher)
+        session.method_pref(LIBSSH2_METHOD_CRYPT_SC, cipher)
+    session.handshake(sock)
+    session.userauth_publickey_fromfile(user, key)
+    sftp = session.sftp_init()
+    total = 0
+    started = time.perf_counter()
+    with sftp.open(path, LIBSSH2_FXF_READ, LIBSSH2_SFTP_S_IRUSR) as fh:
+        while True:
+            size, data = fh.read(CHUNK)
+            if size <= 0:
+                break
+            total += size
+    return time.perf_counter() - started, total
+
+
+def paramiko_(cipher, host, port, user, key, path):
+    import paramiko
+    client = paramiko.SSHClient()
+    client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+    kwargs = {}
+    if cipher != "default":
+        kwargs["disabled_algorithms"] = {"ciphers": [c for c in paramiko.Transport._preferred_ciphers
+                                                     if c != cipher]}
+    client.connect(host, port, user, key_filename=key, look_for_keys=False, allow_agent=False,
+                   **kwargs)
+    sftp = client.open_sftp()
+    total = 0
+    started = time.perf_counter()
+    with sftp.open(path, "rb") as fh:
+        fh.prefetch()
+        while data := fh.read(CHUNK):
+            total += len(data)
+    return time.perf_counter() - started, total
+
+
+def asyncssh_(cipher, host, port, user, key, path):
+    import asyncio
+
+    import asyncssh
+
+    async def main():
+        kwargs = {} if cipher == "default" else {"encryption_algs": [cipher]}
+        async with asyncssh.connect(host, port, username=user, client_keys=[key],
+                                    known_hosts=None, **kwargs) as conn:
+            async with conn.start_sftp_client() as sftp:
+                total = 0
+                started = time.perf_counter()
+                async with sftp.open(path, "rb", block_size=256 * 1024) as fh:
+                    while data := await fh.read(CHUNK):
+                        total += len(data)
+                return time.perf_counter() - started, total
+
+    return asyncio.run(main())
+
+
+def openssh(cipher, host, port, user, key, path):
+    args = ["ssh", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-i", key, "-p", str(port)]
+    if cipher != "default":
+        args += ["-c", cipher]
+    # Connection set-up is timed separately and subtracted: only the stream counts.
+    setup_start = time.perf_counter()
+    subprocess.run(args + [f"{user}@{host}", "true"], check=True)
+    setup = time.perf_counter() - setup_start
+    started = time.perf_counter()
+    out = subprocess.run(args + [f"{user}@{host}", f"cat {path}"], check=True,
+                         stdout=subprocess.PIPE).stdout
+    return time.perf_counter() - started - setup, len(out)
+
+
+LIBRARIES = {"ours": ours, "ssh2-python": ssh2_python, "paramiko": paramiko_,
+             "asyncssh": asyncssh_, "openssh": openssh}
+
+
+def main():
+    library, cipher, host, port, user, key, path = sys.argv[1:8]
+    threads = int(sys.argv[8]) if len(sys.argv) > 8 else 1
+    fn = LIBRARIES[library]
+    if threads == 1:
+        seconds, total = fn(cipher, host, int(port), user, key, path)
+    else:
+        results = []
+        runners = [threading.Thread(target=lambda: results.append(
+            fn(cipher, host, int(port), user, key, path))) for _ in range(threads)]
+        started = time.perf_counter()
+        for t in runners:
+            t.start()
+        for t in runners:
+            t.join()
+        seconds = time.perf_counter() - started
+        total = sum(r[1] for r in results)
+    print(json.dumps({"seconds": seconds, "bytes": total}))
+
+
+if __name__ == "__main__":
+    main()

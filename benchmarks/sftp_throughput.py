@@ -1,0 +1,105 @@
+"""Single-stream SFTP download throughput: this library vs its peers, one run.
+
+    python -m benchmarks.sftp_throughput [--size-mb 100] [--repeat 5] [--libs ...]
+
+Starts one local OpenSSH server (pssh.sshd), writes a file of random bytes,
+then downloads it with each library and cipher in a fresh process, in
+round-robin order so that machine noise spreads evenly. Reports the median
+MB/s per library and cipher and the ratio to asyncssh and to ``ssh cat``.
+Peers come from virtualenvs made by ``benchmarks/peers.sh``
+(``.venv-bench`` for paramiko and asyncssh, ``.venv-ssh2python`` for
+ssh2-python, whose module name clashes with ours).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pssh.sshd import OpenSSHServer
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKER = Path(__file__).resolve().parent / "_sftp_worker.py"
+CIPHERS = {"aes-gcm": "aes128-gcm@openssh.com", "chacha20": "chacha20-poly1305@openssh.com"}
+
+
+def interpreter(library: str) -> str:
+    venv = {"ssh2-python": ".venv-ssh2python", "paramiko": ".venv-bench",
+            "asyncssh": ".venv-bench"}.get(library)
+    if venv is None:
+        return sys.executable
+    path = ROOT / venv / "bin" / "python"
+    if not path.exists():
+        raise SystemExit(f"{library}: {path} missing; run bash benchmarks/peers.sh first")
+    return str(path)
+
+
+def run_once(library, cipher, server, path, threads=1):
+    env = dict(os.environ)
+    if library == "ssh2-python":
+        env.pop("PYTHONPATH", None)
+    out = subprocess.run([interpreter(library), str(WORKER), library, cipher, server.address,
+                          str(server.port), server.user, server.keys.private("ed25519"),
+                          str(path), str(threads)],
+                         check=True, capture_output=True, text=True, env=env, cwd="/")
+    result = json.loads(out.stdout)
+    return result["bytes"] / result["seconds"] / 1e6
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--size-mb", type=int, default=100)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--libs", nargs="+",
+                        default=["ours", "asyncssh", "ssh2-python", "paramiko", "openssh"])
+    parser.add_argument("--ciphers", nargs="+", default=list(CIPHERS))
+    parser.add_argument("--threads", type=int, default=0,
+                        help="also measure ours with N threads each downloading (aggregate)")
+    args = parser.parse_args(argv)
+
+    with tempfile.TemporaryDirectory() as tmp, OpenSSHServer() as server:
+        path = Path(tmp) / "payload"
+        with open(path, "wb") as fh:
+            for _ in range(args.size_mb):
+                fh.write(os.urandom(1 << 20))
+        results: dict = {}
+        for round_ in range(args.repeat):
+            for cipher in args.ciphers:
+                for lib in args.libs:
+                    mbps = run_once(lib, CIPHERS[cipher], server, path)
+                    results.setdefault((lib, cipher), []).append(mbps)
+                    print(f"round {round_ + 1} {lib:<12} {cipher:<9} {mbps:8.1f} MB/s",
+                          file=sys.stderr)
+        scaling = {}
+        if args.threads:
+            for _ in range(args.repeat):
+                one = run_once("ours", CIPHERS["aes-gcm"], server, path, 1)
+                many = run_once("ours", CIPHERS["aes-gcm"], server, path, args.threads)
+                scaling.setdefault("ratio", []).append(many / one)
+                scaling.setdefault("one", []).append(one)
+                scaling.setdefault("many", []).append(many)
+
+    print(f"\n100 MB SFTP download, median of {args.repeat} (MB/s)\n")
+    print("| library | " + " | ".join(args.ciphers) + " |")
+    print("|---|" + "---:|" * len(args.ciphers))
+    med = {k: statistics.median(v) for k, v in results.items()}
+    for lib in args.libs:
+        print(f"| {lib} | " + " | ".join(f"{med[(lib, c)]:.0f}" for c in args.ciphers) + " |")
+    for peer in ("asyncssh", "openssh"):
+        if "ours" in args.libs and peer in args.libs:
+            print(f"\nours / {peer}: " + ", ".join(
+                f"{c} {med[('ours', c)] / med[(peer, c)]:.2f}x" for c in args.ciphers))
+    if scaling:
+        print(f"\n{args.threads} threads vs 1 (ours, aes-gcm, aggregate): "
+              f"{statistics.median(scaling['many']):.0f} vs {statistics.median(scaling['one']):.0f} MB/s"
+              f" = {statistics.median(scaling['ratio']):.2f}x (median of per-round ratios)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
