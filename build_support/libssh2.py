@@ -25,6 +25,8 @@ MIN_VERSION = (1, 11, 0)
 SOURCE_SUITE = "trixie"
 SOURCE_MIRROR = "http://deb.debian.org/debian"
 APT_PACKAGES = "build-essential dpkg-dev libssl-dev zlib1g-dev pkg-config"
+# Our own changes to the bundled build (see each file's header).
+PATCHES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "patches")
 
 
 class LibSSH2NotFound(RuntimeError):
@@ -127,6 +129,9 @@ def _fetch_source(scratch: str, log: str) -> str:
     shutil.rmtree(src, ignore_errors=True)
     # dpkg-source applies Debian's patches, which include security fixes.
     _run(["dpkg-source", "--no-check", "-x", dsc[-1], src], download, log)
+    for patch in sorted(glob.glob(os.path.join(PATCHES, "*.patch"))):
+        _log(f"applying {os.path.basename(patch)}")
+        _run(["patch", "-p1", "--forward", "-i", patch], src, log)
     return src
 
 
