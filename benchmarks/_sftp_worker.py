@@ -8,6 +8,8 @@ interpreter has the library (ssh2-python needs its own virtualenv, its module
 is also called ssh2). Data is read into memory and discarded.
 """
 import json
+import os
+import resource
 import subprocess
 import sys
 import threading
@@ -112,19 +114,46 @@ def openssh(cipher, host, port, user, key, path):
     subprocess.run(args + [f"{user}@{host}", "true"], check=True)
     setup = time.perf_counter() - setup_start
     started = time.perf_counter()
-    out = subprocess.run(args + [f"{user}@{host}", f"cat {path}"], check=True,
-                         stdout=subprocess.PIPE).stdout
-    return time.perf_counter() - started - setup, len(out)
+    subprocess.run(args + [f"{user}@{host}", f"cat {path}"], check=True,
+                   stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started - setup, os.path.getsize(path)
 
 
 LIBRARIES = {"ours": ours, "ssh2-python": ssh2_python, "paramiko": paramiko_,
              "asyncssh": asyncssh_, "openssh": openssh}
 
 
+def gil_probe(fn, args):
+    """Python-loop speed in a second thread during a download, relative to idle."""
+    def counter(stop, counts):
+        n, started = 0, time.perf_counter()
+        while not stop.is_set():
+            n += 1
+        counts.append(n / (time.perf_counter() - started))
+
+    def measure(work):
+        counts, stop = [], threading.Event()
+        thread = threading.Thread(target=counter, args=(stop, counts))
+        thread.start()
+        result = work()
+        stop.set()
+        thread.join()
+        return counts[0], result
+
+    idle, _ = measure(lambda: time.sleep(0.5))
+    busy, (seconds, total) = measure(lambda: fn(*args))
+    return seconds, total, busy / idle
+
+
 def main():
     library, cipher, host, port, user, key, path = sys.argv[1:8]
     threads = int(sys.argv[8]) if len(sys.argv) > 8 else 1
     fn = LIBRARIES[library]
+    if threads == 0:
+        seconds, total, share = gil_probe(fn, (cipher, host, int(port), user, key, path))
+        print(json.dumps({"seconds": seconds, "bytes": total, "cpu": 0, "python_share": share}))
+        return
+    cpu_before = _cpu()
     if threads == 1:
         seconds, total = fn(cipher, host, int(port), user, key, path)
     else:
@@ -138,7 +167,14 @@ def main():
             t.join()
         seconds = time.perf_counter() - started
         total = sum(r[1] for r in results)
-    print(json.dumps({"seconds": seconds, "bytes": total}))
+    # Client CPU (this process and, for openssh, its ssh children), set-up included.
+    print(json.dumps({"seconds": seconds, "bytes": total, "cpu": _cpu() - cpu_before}))
+
+
+def _cpu():
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from pssh.sshd import OpenSSHServer
 
-ROOT = Path(__file__).resolve().parent.parent
+# Where peers.sh made the peer virtualenvs: $BENCH_VENV_DIR, else the source tree.
+ROOT = Path(os.environ.get("BENCH_VENV_DIR") or Path(__file__).resolve().parent.parent)
 WORKER = Path(__file__).resolve().parent / "_sftp_worker.py"
 CIPHERS = {"aes-gcm": "aes128-gcm@openssh.com", "chacha20": "chacha20-poly1305@openssh.com"}
 
@@ -46,9 +47,15 @@ def run_once(library, cipher, server, path, threads=1):
     out = subprocess.run([interpreter(library), str(WORKER), library, cipher, server.address,
                           str(server.port), server.user, server.keys.private("ed25519"),
                           str(path), str(threads)],
-                         check=True, capture_output=True, text=True, env=env, cwd="/")
+                         capture_output=True, text=True, env=env, cwd="/")
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        print(f"{library} {cipher}: failed: {last}", file=sys.stderr)
+        return None
     result = json.loads(out.stdout)
-    return result["bytes"] / result["seconds"] / 1e6
+    if threads == 0:
+        return result["python_share"]
+    return result["bytes"] / result["seconds"] / 1e6, result["cpu"] / (result["bytes"] / 1e8)
 
 
 def main(argv=None) -> int:
@@ -60,6 +67,8 @@ def main(argv=None) -> int:
     parser.add_argument("--ciphers", nargs="+", default=list(CIPHERS))
     parser.add_argument("--threads", type=int, default=0,
                         help="also measure ours with N threads each downloading (aggregate)")
+    parser.add_argument("--gil", action="store_true",
+                        help="also measure how fast a pure-Python thread runs during a download")
     args = parser.parse_args(argv)
 
     with tempfile.TemporaryDirectory() as tmp, OpenSSHServer() as server:
@@ -68,36 +77,62 @@ def main(argv=None) -> int:
             for _ in range(args.size_mb):
                 fh.write(os.urandom(1 << 20))
         results: dict = {}
+        cpu: dict = {}
         for round_ in range(args.repeat):
             for cipher in args.ciphers:
                 for lib in args.libs:
-                    mbps = run_once(lib, CIPHERS[cipher], server, path)
-                    results.setdefault((lib, cipher), []).append(mbps)
-                    print(f"round {round_ + 1} {lib:<12} {cipher:<9} {mbps:8.1f} MB/s",
-                          file=sys.stderr)
+                    measured = run_once(lib, CIPHERS[cipher], server, path)
+                    results.setdefault((lib, cipher), [])
+                    cpu.setdefault((lib, cipher), [])
+                    if measured is not None:
+                        mbps, cpu_s = measured
+                        results[(lib, cipher)].append(mbps)
+                        cpu[(lib, cipher)].append(cpu_s)
+                        print(f"round {round_ + 1} {lib:<12} {cipher:<9} {mbps:8.1f} MB/s "
+                              f"{cpu_s * 1000:6.0f} ms CPU/100MB", file=sys.stderr)
         scaling = {}
         if args.threads:
             for _ in range(args.repeat):
-                one = run_once("ours", CIPHERS["aes-gcm"], server, path, 1)
-                many = run_once("ours", CIPHERS["aes-gcm"], server, path, args.threads)
+                one = run_once("ours", CIPHERS["aes-gcm"], server, path, 1)[0]
+                many = run_once("ours", CIPHERS["aes-gcm"], server, path, args.threads)[0]
                 scaling.setdefault("ratio", []).append(many / one)
                 scaling.setdefault("one", []).append(one)
                 scaling.setdefault("many", []).append(many)
 
-    print(f"\n100 MB SFTP download, median of {args.repeat} (MB/s)\n")
+        gil = {}
+        if args.gil:
+            for _ in range(args.repeat):
+                for lib in [l for l in args.libs if l != "openssh"]:
+                    share = run_once(lib, CIPHERS["aes-gcm"], server, path, 0)
+                    if share is not None:
+                        gil.setdefault(lib, []).append(share)
+
+    print(f"\n{args.size_mb} MB SFTP download, median of {args.repeat} (MB/s)\n")
     print("| library | " + " | ".join(args.ciphers) + " |")
     print("|---|" + "---:|" * len(args.ciphers))
-    med = {k: statistics.median(v) for k, v in results.items()}
+    med = {k: statistics.median(v) for k, v in results.items() if v}
     for lib in args.libs:
-        print(f"| {lib} | " + " | ".join(f"{med[(lib, c)]:.0f}" for c in args.ciphers) + " |")
+        print(f"| {lib} | " + " | ".join(f"{med[(lib, c)]:.0f}" if (lib, c) in med else "n/a"
+                                         for c in args.ciphers) + " |")
+    cmed = {k: statistics.median(v) for k, v in cpu.items() if v}
+    print(f"\nClient CPU per 100 MB (ms, median, process start-up and login included)\n")
+    print("| library | " + " | ".join(args.ciphers) + " |")
+    print("|---|" + "---:|" * len(args.ciphers))
+    for lib in args.libs:
+        print(f"| {lib} | " + " | ".join(f"{cmed[(lib, c)] * 1000:.0f}" if (lib, c) in cmed
+                                         else "n/a" for c in args.ciphers) + " |")
     for peer in ("asyncssh", "openssh"):
         if "ours" in args.libs and peer in args.libs:
             print(f"\nours / {peer}: " + ", ".join(
-                f"{c} {med[('ours', c)] / med[(peer, c)]:.2f}x" for c in args.ciphers))
+                f"{c} {med[('ours', c)] / med[(peer, c)]:.2f}x" for c in args.ciphers
+                if ("ours", c) in med and (peer, c) in med))
+    if gil:
+        print("\nPure-Python thread speed during a download, relative to idle (aes-gcm, median): "
+              + ", ".join(f"{lib} {statistics.median(v):.2f}" for lib, v in gil.items()))
     if scaling:
-        print(f"\n{args.threads} threads vs 1 (ours, aes-gcm, aggregate): "
-              f"{statistics.median(scaling['many']):.0f} vs {statistics.median(scaling['one']):.0f} MB/s"
-              f" = {statistics.median(scaling['ratio']):.2f}x (median of per-round ratios)")
+        print(f"\n{args.threads} threads each downloading vs 1 thread (ours, aes-gcm, aggregate): "
+              f"{statistics.median(scaling['many']):.0f} vs {statistics.median(scaling['one']):.0f}"
+              f" MB/s = {statistics.median(scaling['ratio']):.2f}x (median of per-round ratios)")
     return 0
 
 
