@@ -18,7 +18,8 @@ import time
 CHUNK = 2 * 1024 * 1024
 
 
-def ours(cipher, host, port, user, key, path):
+def _ssh2_api(cipher, host, port, user, key, path, bulk):
+    """The ssh2 API, shared by ours and ssh2-python (whichever ``ssh2`` is importable)."""
     import socket
 
     from ssh2.session import LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC, Session
@@ -31,37 +32,25 @@ def ours(cipher, host, port, user, key, path):
     session.handshake(sock)
     session.userauth_publickey_fromfile(user, key)
     sftp = session.sftp_init()
-    buf = bytearray(CHUNK)
     total = 0
     started = time.perf_counter()
     with sftp.open(path, LIBSSH2_FXF_READ, 0) as fh:
-        while (n := fh.read_into(buf)) > 0:
-            total += n
+        if bulk:  # ours: read into one reused buffer
+            buf = bytearray(CHUNK)
+            while (n := fh.read_into(buf)) > 0:
+                total += n
+        else:
+            while (size := fh.read(CHUNK)[0]) > 0:
+                total += size
     return time.perf_counter() - started, total
 
 
-def ssh2_python(cipher, host, port, user, key, path):
-    import socket
+def ours(*args):
+    return _ssh2_api(*args, bulk=True)
 
-    from ssh2.session import LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC, Session
-    from ssh2.sftp import LIBSSH2_FXF_READ, LIBSSH2_SFTP_S_IRUSR
-    sock = socket.create_connection((host, port))
-    session = Session()
-    if cipher != "default":
-        session.method_pref(LIBSSH2_METHOD_CRYPT_CS, cipher)
-        session.method_pref(LIBSSH2_METHOD_CRYPT_SC, cipher)
-    session.handshake(sock)
-    session.userauth_publickey_fromfile(user, key)
-    sftp = session.sftp_init()
-    total = 0
-    started = time.perf_counter()
-    with sftp.open(path, LIBSSH2_FXF_READ, LIBSSH2_SFTP_S_IRUSR) as fh:
-        while True:
-            size, data = fh.read(CHUNK)
-            if size <= 0:
-                break
-            total += size
-    return time.perf_counter() - started, total
+
+def ssh2_python(*args):
+    return _ssh2_api(*args, bulk=False)
 
 
 def paramiko_(cipher, host, port, user, key, path):

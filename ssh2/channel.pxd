@@ -7,6 +7,8 @@ cdef class Channel:
     cdef readonly Session session
     cdef c.LIBSSH2_CHANNEL *_ptr(self) except NULL
     cdef int _call(self, int rc, str context) except -1
+    cdef int _simple(self, int (*fn)(c.LIBSSH2_CHANNEL *) noexcept nogil,
+                     str context) except -1
 
 
 cdef Channel PyChannel(c.LIBSSH2_CHANNEL *channel, Session session)

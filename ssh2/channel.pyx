@@ -58,6 +58,17 @@ cdef class Channel:
     cdef int _call(self, int rc, str context) except -1:
         return self.session._rc(rc, context)
 
+    cdef int _simple(self, int (*fn)(c.LIBSSH2_CHANNEL *) noexcept nogil,
+                     str context) except -1:
+        """Run a one-argument libssh2 channel call under the session lock."""
+        cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
+        cdef int rc
+        with nogil:
+            lock(self.session._lock)
+            rc = fn(ch)
+            unlock(self.session._lock)
+        return self._call(rc, context)
+
     # -- requests ------------------------------------------------------------------
 
     def process_startup(self, request, message=None):
@@ -129,13 +140,8 @@ cdef class Channel:
 
     def request_auth_agent(self):
         """Ask the server to forward the SSH agent over this channel."""
-        cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
-        cdef int rc
-        with nogil:
-            lock(self.session._lock)
-            rc = c.libssh2_channel_request_auth_agent(ch)
-            unlock(self.session._lock)
-        return self._call(rc, "agent forwarding request failed")
+        return self._simple(c.libssh2_channel_request_auth_agent,
+                            "agent forwarding request failed")
 
     def x11_req(self, int screen_number):
         cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
@@ -307,52 +313,21 @@ cdef class Channel:
 
     def eof(self):
         """Whether the server has sent EOF."""
-        cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
-        cdef int rc
-        with nogil:
-            lock(self.session._lock)
-            rc = c.libssh2_channel_eof(ch)
-            unlock(self.session._lock)
-        self._call(rc, "checking EOF failed")
-        return bool(rc)
+        return bool(self._simple(c.libssh2_channel_eof, "checking EOF failed"))
 
     def send_eof(self):
         """Tell the server no more data will be written (closes remote stdin)."""
-        cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
-        cdef int rc
-        with nogil:
-            lock(self.session._lock)
-            rc = c.libssh2_channel_send_eof(ch)
-            unlock(self.session._lock)
-        return self._call(rc, "sending EOF failed")
+        return self._simple(c.libssh2_channel_send_eof, "sending EOF failed")
 
     def wait_eof(self):
-        cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
-        cdef int rc
-        with nogil:
-            lock(self.session._lock)
-            rc = c.libssh2_channel_wait_eof(ch)
-            unlock(self.session._lock)
-        return self._call(rc, "waiting for EOF failed")
+        return self._simple(c.libssh2_channel_wait_eof, "waiting for EOF failed")
 
     def close(self):
         """Send a close; the exit status is available after :meth:`wait_closed`."""
-        cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
-        cdef int rc
-        with nogil:
-            lock(self.session._lock)
-            rc = c.libssh2_channel_close(ch)
-            unlock(self.session._lock)
-        return self._call(rc, "closing the channel failed")
+        return self._simple(c.libssh2_channel_close, "closing the channel failed")
 
     def wait_closed(self):
-        cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
-        cdef int rc
-        with nogil:
-            lock(self.session._lock)
-            rc = c.libssh2_channel_wait_closed(ch)
-            unlock(self.session._lock)
-        return self._call(rc, "waiting for the channel to close failed")
+        return self._simple(c.libssh2_channel_wait_closed, "waiting for the channel to close failed")
 
     def get_exit_status(self):
         """The command's exit status (0 until the server has sent it)."""

@@ -282,3 +282,24 @@ def test_nonblocking_read_returns_eagain(server):
     session.set_blocking(True)
     assert read_all(chan) == b"late\n"
     sock.close()
+
+
+def test_direct_streamlocal_to_unix_socket(session, tmp_path):
+    path = str(tmp_path / "echo.sock")
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    listener.listen()
+
+    def serve():
+        conn, _ = listener.accept()
+        with conn:
+            conn.sendall(conn.recv(100).upper())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    chan = session.direct_streamlocal_ex(path, "127.0.0.1", 0)
+    chan.write(b"over a unix socket")
+    assert chan.read()[1] == b"OVER A UNIX SOCKET"
+    thread.join(10)
+    chan.close()
+    listener.close()
