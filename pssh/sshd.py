@@ -296,9 +296,13 @@ class ServerGroup:
     """N servers on 127.0.0.1 .. 127.0.0.N sharing client keys and host keys."""
 
     def __init__(self, count: int = 1, *, first_address: int = 1, password: Optional[str] = None,
-                 config: Sequence[str] = (), workdir: Optional[os.PathLike] = None) -> None:
-        if not 1 <= count <= 250:
-            raise ValueError("count must be between 1 and 250")
+                 config: Sequence[str] = (), workdir: Optional[os.PathLike] = None,
+                 port: Optional[int] = None) -> None:
+        if not 1 <= count <= 250 or first_address + count > 255:
+            raise ValueError("count must be between 1 and 250 (addresses up to 127.0.0.254)")
+        # One port for every address, so that clients can take (hosts, port).
+        self.port = port or _common_free_port([f"127.0.0.{first_address + i}"
+                                               for i in range(count)])
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pssh-sshd-group-"))
         self.keys = ClientKeys.generate(self.workdir / "client")
@@ -306,7 +310,8 @@ class ServerGroup:
         self._host_keys_dir.mkdir(exist_ok=True)
         host_keys = {t: _keygen(self._host_keys_dir / f"ssh_host_{t}_key", t) for t in KEY_TYPES}
         self.servers = [
-            OpenSSHServer(f"127.0.0.{first_address + i}", workdir=self.workdir / f"host{i}",
+            OpenSSHServer(f"127.0.0.{first_address + i}", self.port,
+                          workdir=self.workdir / f"host{i}",
                           keys=self.keys, host_keys=host_keys, password=password, config=config)
             for i in range(count)]
 
@@ -343,6 +348,19 @@ class ServerGroup:
 
     def __iter__(self) -> Iterable[OpenSSHServer]:
         return iter(self.servers)
+
+
+def _common_free_port(addresses: Sequence[str], attempts: int = 50) -> int:
+    for _ in range(attempts):
+        port = free_port(addresses[0])
+        try:
+            for address in addresses[1:]:
+                with socket.socket() as s:
+                    s.bind((address, port))
+            return port
+        except OSError:
+            continue
+    raise SSHDError(f"no port free on all of {addresses[0]}..{addresses[-1]}")
 
 
 def _current_user() -> str:
