@@ -1,0 +1,225 @@
+"""pssh clients on gevent against real sshd hosts on 127.0.0.x, including faulty ones."""
+import socket
+import subprocess
+import time
+
+import pytest
+
+from pssh import exceptions as exc
+from pssh.clients import ParallelSSHClient, SSHClient
+from pssh.config import HostConfig
+from pssh.known_hosts import fingerprint
+from pssh.sshd import ServerGroup
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(5, first_address=11) as g:
+        yield g
+
+
+@pytest.fixture
+def known_hosts(tmp_path):
+    return str(tmp_path / "known_hosts")
+
+
+def client_for(group, known_hosts, hosts=None, **kwargs):
+    kwargs.setdefault("timeout", 10)
+    return ParallelSSHClient(hosts or group.hosts, port=group.port,
+                             pkey=group.keys.private(), known_hosts=known_hosts,
+                             allow_agent=False, identity_auth=False, **kwargs)
+
+
+def test_run_command_on_every_host(group, known_hosts):
+    client = client_for(group, known_hosts)
+    output = client.run_command('echo "$SSH_CONNECTION"; echo warn >&2; exit 4')
+    assert [o.host for o in output] == group.hosts
+    for host_output in output:
+        assert list(host_output.stdout)[0].split()[2] == host_output.host
+        assert list(host_output.stderr) == ["warn"]
+        assert host_output.exit_code == 4
+        assert host_output.exception is None
+    assert client.finished(output)
+    # accept-new wrote every host's key
+    assert open(known_hosts).read().count("\n") == len(group.hosts)
+
+
+def test_join_then_read_and_exit_codes(group, known_hosts):
+    client = client_for(group, known_hosts)
+    output = client.run_command("for i in 1 2 3; do echo line$i; done; exit 7")
+    client.join(output)
+    assert all(o.exit_code == 7 for o in output)
+    assert [list(o.stdout) for o in output] == [["line1", "line2", "line3"]] * len(group.hosts)
+    output = client.run_command("echo discarded; exit 1")
+    client.join(output, consume_output=True)
+    assert all(o.exit_code == 1 for o in output)
+    assert all(list(o.stdout) == [] for o in output)
+
+
+def test_host_args_and_shell_quoting(group, known_hosts):
+    client = client_for(group, known_hosts)
+    output = client.run_command("echo %s", host_args=[f"arg{i}" for i in range(5)])
+    assert [list(o.stdout) for o in output] == [[f"arg{i}"] for i in range(5)]
+    output = client.run_command("echo 'it'\"'\"'s quoted'", shell="sh")
+    assert all(list(o.stdout) == ["it's quoted"] for o in output)
+    with pytest.raises(exc.HostArgumentError):
+        client.run_command("echo %s", host_args=["only one"])
+
+
+def test_line_splitting_binary_and_invalid_utf8(group, known_hosts):
+    client = client_for(group, known_hosts, hosts=group.hosts[:1])
+    out = client.run_command(r"printf 'a\r\nb\n\377\376 bad\nnul\000byte\nno newline'")[0]
+    assert list(out.stdout) == ["a", "b", "\ufffd\ufffd bad", "nul\x00byte", "no newline"]
+    out = client.run_command(r"printf '\377\n'", errors="surrogateescape")[0]
+    assert list(out.stdout) == ["\udcff"]
+
+
+def test_large_output_and_stderr_do_not_stall(group, known_hosts):
+    client = client_for(group, known_hosts, hosts=group.hosts[:2])
+    output = client.run_command("head -c 20000000 /dev/zero | tr '\\0' x >&2; seq 1 500000")
+    for host_output in output:
+        lines = list(host_output.stdout)   # stderr (20 MB) is drained meanwhile
+        assert len(lines) == 500000 and lines[-1] == "500000"
+        assert sum(len(line) for line in host_output.stderr) == 20000000
+        assert host_output.exit_code == 0
+
+
+def test_stdin(group, known_hosts):
+    client = client_for(group, known_hosts, hosts=group.hosts[:1])
+    out = client.run_command("cat; echo done")[0]
+    out.stdin.write("from stdin\n")
+    out.stdin.flush()
+    out.stdin.close()
+    assert list(out.stdout) == ["from stdin", "done"]
+
+
+def test_as_completed_yields_fastest_first(group, known_hosts):
+    client = client_for(group, known_hosts, hosts=group.hosts[:3])
+    output = client.run_command("sleep %s; echo $0", host_args=["1.5", "0", "0.5"], shell="sh")
+    order = [o.host for o in client.as_completed(output)]
+    assert order == [group.hosts[1], group.hosts[2], group.hosts[0]]
+    assert all(o.exit_code == 0 for o in output)
+
+
+def test_read_timeout_and_join_timeout(group, known_hosts):
+    client = client_for(group, known_hosts, hosts=group.hosts[:2])
+    out = client.run_command("sleep 30", read_timeout=0.5)[0]
+    started = time.monotonic()
+    with pytest.raises(exc.Timeout) as info:
+        list(out.stdout)
+    assert out.host in str(info.value)
+    assert time.monotonic() - started < 10
+    output = client.run_command("sleep 30")
+    with pytest.raises(exc.Timeout) as info:
+        client.join(output, timeout=0.5)
+    assert group.hosts[0] in str(info.value) and group.hosts[1] in str(info.value)
+
+
+def test_failed_hosts_do_not_stop_the_others(group, known_hosts, tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.30", 0))
+        closed_port = s.getsockname()[1]
+    blackhole = socket.socket()   # accepts TCP, never speaks
+    blackhole.bind(("127.0.0.31", 0))
+    blackhole.listen(16)
+    hosts = group.hosts[:2] + ["127.0.0.30", "127.0.0.31", "no-such-host.invalid"]
+    configs = [HostConfig(), HostConfig(), HostConfig(port=closed_port, num_retries=1,
+                                                      retry_delay=0.1),
+               HostConfig(port=blackhole.getsockname()[1]), HostConfig()]
+    client = client_for(group, known_hosts, hosts=hosts, host_config=configs, timeout=1)
+    started = time.monotonic()
+    output = client.run_command("echo ok", stop_on_errors=False)
+    elapsed = time.monotonic() - started
+    assert [list(o.stdout) for o in output[:2]] == [["ok"], ["ok"]]
+    assert isinstance(output[2].exception, exc.ConnectionError)
+    assert "127.0.0.30" in str(output[2].exception) and "2 attempts" in str(output[2].exception)
+    assert isinstance(output[3].exception, exc.Timeout)
+    assert "127.0.0.31" in str(output[3].exception)
+    assert isinstance(output[4].exception, exc.UnknownHostError)
+    for failed in output[2:]:
+        assert list(failed.stdout) == [] and failed.exit_code is None
+    assert elapsed < 15, "a dead host held up the run"
+    with pytest.raises(exc.ConnectionError):
+        client.run_command("echo ok")  # stop_on_errors=True raises the first failure
+    blackhole.close()
+
+
+def test_bad_credentials_raise_without_retry(group, known_hosts, tmp_path):
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")],
+                   check=True)
+    server = group.servers[0]
+    before = server.read_log().count("Connection from")
+    with pytest.raises(exc.AuthenticationError) as info:
+        SSHClient(server.address, port=server.port, pkey=str(tmp_path / "k"),
+                  known_hosts=known_hosts, allow_agent=False, identity_auth=False,
+                  password="wrong", timeout=5, num_retries=3)
+    assert server.user in str(info.value) and server.address in str(info.value)
+    assert server.read_log().count("Connection from") == before + 1
+    with pytest.raises(exc.PKeyFileError):
+        SSHClient(server.address, port=server.port, pkey=str(tmp_path / "missing"),
+                  known_hosts=known_hosts, timeout=5)
+
+
+def test_host_key_policies(group, tmp_path):
+    server = group.servers[0]
+    path = tmp_path / "kh"
+    common = dict(port=server.port, pkey=group.keys.private(), allow_agent=False,
+                  identity_auth=False, timeout=5, known_hosts=str(path))
+    with pytest.raises(exc.UnknownHostKeyError) as info:
+        SSHClient(server.address, host_key_policy="strict", **common)
+    assert "SHA256:" in str(info.value)
+    assert not path.exists()
+    SSHClient(server.address, **common).disconnect()          # accept-new adds it
+    SSHClient(server.address, host_key_policy="strict", **common).disconnect()
+
+    # Another key of the negotiated type for the same host: refused before authentication.
+    name, key_type, _ = path.read_text().split()
+    keygen_type = {"ssh-ed25519": "ed25519", "ssh-rsa": "rsa"}.get(key_type, "ecdsa")
+    subprocess.run(["ssh-keygen", "-q", "-t", keygen_type, "-N", "", "-f", str(tmp_path / "o")],
+                   check=True)
+    other_type, other_key = (tmp_path / "o.pub").read_text().split()[:2]
+    path.write_text(f"{name} {other_type} {other_key}\n")
+    accepted_before = server.read_log().count("Accepted")
+    with pytest.raises(exc.HostKeyMismatchError) as info:
+        SSHClient(server.address, **common)
+    assert server.address in str(info.value) and "SHA256:" in str(info.value)
+    assert "does NOT match" in str(info.value)
+    assert server.read_log().count("Accepted") == accepted_before
+    assert path.read_text() == f"{name} {other_type} {other_key}\n"   # never overwritten
+
+
+def test_host_config_false_and_zero_override(group, known_hosts):
+    configs = [HostConfig(keepalive_seconds=0, allow_agent=False), HostConfig()]
+    client = client_for(group, known_hosts, hosts=group.hosts[:2], host_config=configs,
+                        keepalive_seconds=30)
+    client.connect_auth()
+    assert client._clients[0].keepalive_seconds == 0
+    assert client._clients[1].keepalive_seconds == 30
+    with pytest.raises(exc.HostConfigError):
+        client_for(group, known_hosts, hosts=group.hosts[:2], host_config=[HostConfig()])
+
+
+def test_single_client(group, known_hosts):
+    server = group.servers[1]
+    client = SSHClient(server.address, port=server.port, pkey=group.keys.private(),
+                       known_hosts=known_hosts, allow_agent=False, identity_auth=False)
+    out = client.run_command("echo single; exit 2")
+    client.wait_finished(out)
+    assert out.exit_code == 2
+    assert list(client.read_output(out)) == ["single"]
+    assert "exit_code=2" in repr(out)
+    client.disconnect()
+    client.disconnect()
+    with pytest.raises(exc.SessionError):
+        client.run_command("echo after")
+
+
+def test_many_hosts_in_one_run(tmp_path):
+    with ServerGroup(60, first_address=100) as many:
+        client = ParallelSSHClient(many.hosts, port=many.port, pkey=many.keys.private(),
+                                   known_hosts=str(tmp_path / "kh"), allow_agent=False,
+                                   identity_auth=False, timeout=30)
+        output = client.run_command("echo $SSH_CONNECTION")
+        client.join(output)
+        assert all(o.exit_code == 0 for o in output)
+        assert sorted(list(o.stdout)[0].split()[2] for o in output) == sorted(many.hosts)
