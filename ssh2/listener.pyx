@@ -52,6 +52,7 @@ cdef class Listener:
             lock(self.session._lock)
             rc = c.libssh2_channel_forward_cancel(self._listener)
             unlock(self.session._lock)
-        if rc == 0:
+        # Freed by libssh2 on every return but EAGAIN, errors included.
+        if rc != c.LIBSSH2_ERROR_EAGAIN:
             self._listener = NULL
         return self.session._rc(rc, "cancelling the port forward failed")

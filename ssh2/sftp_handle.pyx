@@ -83,9 +83,9 @@ cdef class SFTPHandle:
             unlock(self.sftp.session._lock)
         if rc == c.LIBSSH2_ERROR_EAGAIN:
             return rc
-        # libssh2 has freed the handle unless the close could not be sent.
-        if rc == 0:
-            self._handle = NULL
+        # libssh2 frees the handle on every return but EAGAIN, errors included:
+        # keeping the pointer would make the finaliser free it twice.
+        self._handle = NULL
         return self.sftp._rc(rc, "closing the SFTP handle failed")
 
     def read(self, size_t size=READ_SIZE):

@@ -211,3 +211,26 @@ def test_connect_disconnect_loop_memory_is_flat(server):
     cycle(200)
     gc.collect()
     assert rss_kib() - before < 4096
+
+
+def test_failed_close_then_finalise_does_not_double_free():
+    """libssh2 frees handles even when closing fails; the finaliser must not free again."""
+    from pssh.sshd import OpenSSHServer
+    with OpenSSHServer() as server:
+        sock, session = connect(server)
+        sftp = session.sftp_init()
+        handle = sftp.open("/etc/hostname", LIBSSH2_FXF_READ, 0)
+        listener = session.forward_listen_ex("127.0.0.1", 0)
+        server.kill()
+        with pytest.raises(exc.SSH2Error):
+            handle.close()
+        assert handle.closed
+        try:  # needs no reply: the send may still succeed on a freshly dead peer
+            listener.forward_cancel()
+        except exc.SSH2Error:
+            pass
+        with pytest.raises(exc.ChannelError):
+            listener.forward_accept()
+        del handle, listener, sftp, session
+        gc.collect()
+        sock.close()
