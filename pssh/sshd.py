@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -267,6 +268,19 @@ class OpenSSHServer:
             self.process.stderr.close()
             self.process = None
 
+    def kill(self) -> None:
+        """Simulate a host crash: SIGKILL sshd and every session process it started."""
+        if self.process is None:
+            return
+        for pid in [*_descendants(self.process.pid), self.process.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.process.wait()
+        self.process.stderr.close()
+        self.process = None
+
     def close(self) -> None:
         """Stop the server and remove its folder (if we made it)."""
         self.stop()
@@ -348,6 +362,25 @@ class ServerGroup:
 
     def __iter__(self) -> Iterable[OpenSSHServer]:
         return iter(self.servers)
+
+
+def _descendants(root: int) -> list:
+    """Every process below ``root`` (from /proc), deepest first."""
+    children: dict = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, stack = [], [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found.append(child)
+            stack.append(child)
+    return found[::-1]
 
 
 def _common_free_port(addresses: Sequence[str], attempts: int = 50) -> int:

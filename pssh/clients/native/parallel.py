@@ -189,6 +189,60 @@ class ParallelSSHClient:
         """Whether every command in ``output`` has finished and been read."""
         return all(o.finished for o in (output or []))
 
+    # -- file transfer ---------------------------------------------------------------
+
+    def _spawn_each(self, fn, *args) -> List[gevent.Greenlet]:
+        return [self.pool.spawn(fn, i, *args) for i in range(len(self.hosts))]
+
+    def copy_file(self, local_file: str, remote_file: str, recurse: bool = False,
+                  copy_args: Optional[Sequence[dict]] = None) -> List[gevent.Greenlet]:
+        """Copy a local file (or tree) to every host over SFTP.
+
+        Returns one greenlet per host: ``gevent.joinall(cmds, raise_error=True)``
+        waits and raises the first failure. ``copy_args`` (one dict per host)
+        formats ``%(name)s`` fields in both paths.
+        """
+        def copy(index):
+            local, remote = self._paths(index, local_file, remote_file, copy_args)
+            self._client(index).copy_file(local, remote, recurse=recurse)
+        return self._spawn_each(copy)
+
+    def copy_remote_file(self, remote_file: str, local_file: str, recurse: bool = False,
+                         suffix_separator: str = "_", copy_args: Optional[Sequence[dict]] = None
+                         ) -> List[gevent.Greenlet]:
+        """Copy a remote file (or tree) from every host to ``local_file<sep><host>``."""
+        def copy(index):
+            remote, local = self._paths(index, remote_file, local_file, copy_args)
+            local = f"{local}{suffix_separator}{self.hosts[index]}"
+            self._client(index).copy_remote_file(remote, local, recurse=recurse)
+        return self._spawn_each(copy)
+
+    def scp_send(self, local_file: str, remote_file: str, recurse: bool = False,
+                 copy_args: Optional[Sequence[dict]] = None) -> List[gevent.Greenlet]:
+        """Like :meth:`copy_file`, over SCP."""
+        def copy(index):
+            local, remote = self._paths(index, local_file, remote_file, copy_args)
+            self._client(index).scp_send(local, remote, recurse=recurse)
+        return self._spawn_each(copy)
+
+    def scp_recv(self, remote_file: str, local_file: str, recurse: bool = False,
+                 suffix_separator: str = "_", copy_args: Optional[Sequence[dict]] = None
+                 ) -> List[gevent.Greenlet]:
+        """Like :meth:`copy_remote_file`, over SCP."""
+        def copy(index):
+            remote, local = self._paths(index, remote_file, local_file, copy_args)
+            local = f"{local}{suffix_separator}{self.hosts[index]}"
+            self._client(index).scp_recv(remote, local, recurse=recurse)
+        return self._spawn_each(copy)
+
+    def _paths(self, index, first, second, copy_args):
+        if copy_args is None:
+            return first, second
+        if len(copy_args) != len(self.hosts):
+            raise exc.HostArgumentError(
+                f"copy_args has {len(copy_args)} entries for {len(self.hosts)} hosts")
+        return first % copy_args[index], second % copy_args[index]
+
     def disconnect(self) -> None:
         for client in self._clients.values():
             client.disconnect()

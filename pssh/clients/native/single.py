@@ -28,6 +28,7 @@ from gevent import socket as gsocket
 from gevent.hub import get_hub
 
 from pssh import exceptions as exc
+from pssh.clients.native.transfer import TransferMixin
 from pssh.known_hosts import verify_host_key
 from pssh.output import HostOutput
 from pssh.reader import ChannelReader
@@ -48,7 +49,7 @@ class HostLog(logging.LoggerAdapter):
         return f"{self.extra['host']}: {msg}", kwargs
 
 
-class SSHClient:
+class SSHClient(TransferMixin):
     """An SSH connection to one host (connects and authenticates on creation)."""
 
     def __init__(self, host: str, user: Optional[str] = None, password: Optional[str] = None,
@@ -205,6 +206,7 @@ class SSHClient:
 
     def disconnect(self) -> None:
         """Close the session and the socket (idempotent)."""
+        self._sftp = None
         session, self.session = self.session, None
         if session is not None and self.sock is not None and self.sock.fileno() != -1:
             try:
