@@ -227,7 +227,8 @@ class OpenSSHServer:
         if check.returncode != 0:
             raise SSHDError(f"sshd rejected its configuration: {check.stderr.strip()}")
         self.process = subprocess.Popen(self._command(config), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        preexec_fn=_die_with_parent)
         self._wait_ready()
         log.debug("sshd ready on %s:%d (pid %d)", self.address, self.port, self.process.pid)
         return self
@@ -362,6 +363,16 @@ class ServerGroup:
 
     def __iter__(self) -> Iterable[OpenSSHServer]:
         return iter(self.servers)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the creating process dies, so a
+    crashed test run never leaves servers behind (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGTERM), 0, 0, 0)
+    except Exception:  # never fail the exec over this
+        pass
 
 
 def _descendants(root: int) -> list:
