@@ -61,8 +61,9 @@ class ChannelReader:
 
     # -- reading ---------------------------------------------------------------
 
-    def _drain(self, stream: int) -> None:
-        """Move everything available on ``stream`` into its buffer."""
+    def _drain(self, stream: int) -> bool:
+        """Move everything available on ``stream`` into its buffer; True if anything came."""
+        progress = False
         while not self._eof[stream]:
             size, data = self.channel.read_ex(CHUNK, stream)
             if size > 0:
@@ -70,7 +71,23 @@ class ChannelReader:
             elif size == 0:
                 self._eof[stream] = True
             else:
-                return
+                break
+            progress = True
+        if progress:
+            self.client.wake()
+        return progress
+
+    def _pending(self) -> bool:
+        """Whether libssh2 already holds data or EOF for this channel.
+
+        Reading one stream can pull the other stream's packets off the socket
+        into libssh2's queue; waiting on the socket for them would hang.
+        """
+        return bool(self.channel.poll_channel_read(1)) or self.channel.eof()
+
+    def _wait(self, timeout: Optional[float], what: str) -> None:
+        if not self._pending():
+            self.client.wait(timeout, what)
 
     def chunks(self, stream: int, read_timeout: Optional[float]) -> Iterator[bytes]:
         buffer = self._buffers[stream]
@@ -84,12 +101,13 @@ class ChannelReader:
                 break
             size, data = self.channel.read_ex(CHUNK, stream)
             if size > 0:
+                self.client.wake()
                 yield data
             elif size == 0:
                 self._eof[stream] = True
             elif size == LIBSSH2_ERROR_EAGAIN:
-                self._drain(1 - stream)
-                self.client.wait(read_timeout, "no output")
+                if not self._drain(1 - stream):
+                    self._wait(read_timeout, "no output")
         # The other stream has usually ended too: then the exit status is known.
         self._drain(1 - stream)
         if all(self._eof):
@@ -102,20 +120,19 @@ class ChannelReader:
     def wait_eof(self, timeout: Optional[float]) -> None:
         """Buffer all remaining output until the command's streams end."""
         while not all(self._eof):
-            for stream in (0, 1):
-                self._drain(stream)
-            if not all(self._eof):
-                self.client.wait(timeout, "command still running")
+            progress = self._drain(0) | self._drain(1)
+            if not progress and not all(self._eof):
+                self._wait(timeout, "command still running")
         self._finish()
 
     def consume(self, timeout: Optional[float]) -> None:
         """Like :meth:`wait_eof`, discarding the output."""
         while not all(self._eof):
-            for stream in (0, 1):
-                self._drain(stream)
-                self._buffers[stream].clear()
-            if not all(self._eof):
-                self.client.wait(timeout, "command still running")
+            progress = self._drain(0) | self._drain(1)
+            for buffer in self._buffers:
+                buffer.clear()
+            if not progress and not all(self._eof):
+                self._wait(timeout, "command still running")
         self._finish()
 
     def _finish(self) -> None:
@@ -137,6 +154,8 @@ class ChannelReader:
             data = data[written:]
             if rc == LIBSSH2_ERROR_EAGAIN:
                 self.client.wait(self.client.timeout, "writing stdin")
+            else:
+                self.client.wake()
 
     def flush(self) -> None:
         self.client.retry_eagain(self.channel.flush)

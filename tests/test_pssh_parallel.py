@@ -215,7 +215,7 @@ def test_single_client(group, known_hosts):
 
 
 def test_many_hosts_in_one_run(tmp_path):
-    with ServerGroup(60, first_address=100) as many:
+    with ServerGroup(210, first_address=40) as many:
         client = ParallelSSHClient(many.hosts, port=many.port, pkey=many.keys.private(),
                                    known_hosts=str(tmp_path / "kh"), allow_agent=False,
                                    identity_auth=False, timeout=30)
@@ -223,3 +223,19 @@ def test_many_hosts_in_one_run(tmp_path):
         client.join(output)
         assert all(o.exit_code == 0 for o in output)
         assert sorted(list(o.stdout)[0].split()[2] for o in output) == sorted(many.hosts)
+
+
+def test_reading_stdout_then_join_never_waits_on_queued_packets(group, known_hosts):
+    """Reading one stream can pull the other's packets (and EOF) into libssh2's
+    queue; the client must not then wait on a socket that stays silent. The
+    race is timing-dependent (it hung the fan-out benchmark with 200 sshd
+    running): this repeats the benchmark's read-then-join pattern as a guard."""
+    client = client_for(group, known_hosts)
+    for _ in range(15):
+        output = client.run_command("echo hello; echo err >&2")
+        for host_output in output:
+            assert list(host_output.stdout) == ["hello"]
+            client.join([host_output], timeout=10)
+            assert host_output.exit_code == 0
+        for host_output in output:
+            assert list(host_output.stderr) == ["err"]

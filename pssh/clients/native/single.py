@@ -25,6 +25,7 @@ from typing import Optional, Union
 
 import gevent
 from gevent import socket as gsocket
+from gevent.event import Event
 from gevent.hub import get_hub
 
 from pssh import exceptions as exc
@@ -80,6 +81,7 @@ class SSHClient(TransferMixin):
         self.sock: Optional[socket.socket] = None
         self.session: Optional[Session] = None
         self._hub = get_hub()
+        self._waiters: set = set()
         self._connect()
         try:
             self._verify_host_key()
@@ -93,16 +95,31 @@ class SSHClient(TransferMixin):
     # -- waiting ---------------------------------------------------------------
 
     def wait(self, timeout: Optional[float], what: str = "waiting for the server") -> None:
-        """Wait on the socket in the direction libssh2 is blocked on."""
+        """Wait on the socket in the direction libssh2 is blocked on.
+
+        Also returns early when another greenlet using this session made
+        progress (:meth:`wake`): its libssh2 call may have read packets for
+        us off the socket, which would then never become readable for them.
+        """
         directions = self.session.block_directions()
         events = ((_READ if directions & LIBSSH2_SESSION_BLOCK_INBOUND else 0)
                   | (_WRITE if directions & LIBSSH2_SESSION_BLOCK_OUTBOUND else 0)) or _READ
+        ready = Event()
         watcher = self._hub.loop.io(self.sock.fileno(), events)
+        watcher.start(ready.set)
+        self._waiters.add(ready)
         try:
-            gsocket.wait(watcher, timeout,
-                         exc.Timeout(f"{what}: nothing within {timeout} s", self.host, self.port))
+            if not ready.wait(timeout):
+                raise exc.Timeout(f"{what}: nothing within {timeout} s", self.host, self.port)
         finally:
+            self._waiters.discard(ready)
+            watcher.stop()
             watcher.close()
+
+    def wake(self) -> None:
+        """Tell greenlets waiting on this session to retry (call after progress)."""
+        for ready in tuple(self._waiters):
+            ready.set()
 
     def retry_eagain(self, fn, *args, timeout: Optional[float] = None, what: str = ""):
         """Call ``fn`` until it stops returning EAGAIN, waiting on the socket between tries."""
@@ -112,6 +129,7 @@ class SSHClient(TransferMixin):
             if type(result) is int and result == LIBSSH2_ERROR_EAGAIN:
                 self.wait(timeout, what or getattr(fn, "__name__", "waiting"))
                 continue
+            self.wake()
             return result
 
     # -- connection ------------------------------------------------------------
