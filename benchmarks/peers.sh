@@ -11,3 +11,10 @@ python3 -m venv .venv-ssh2python
 .venv-ssh2python/bin/pip install -q --upgrade pip
 .venv-ssh2python/bin/pip install -q ssh2-python
 for v in .venv-bench .venv-ssh2python; do $v/bin/pip list 2>/dev/null | grep -iE "paramiko|asyncssh|ssh2" ; done
+# parallel-ssh's module is also named pssh: its own virtualenv.
+python3 -m venv .venv-parallel-ssh
+.venv-parallel-ssh/bin/pip install -q --upgrade pip
+.venv-parallel-ssh/bin/pip install -q parallel-ssh
+.venv-bench/bin/pip install -q fabric
+.venv-parallel-ssh/bin/pip list 2>/dev/null | grep -iE "parallel-ssh|ssh2-python"
+.venv-bench/bin/pip list 2>/dev/null | grep -iE "^fabric"

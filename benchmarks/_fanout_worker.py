@@ -1,0 +1,107 @@
+"""One timed fan-out in its own process: prints JSON {wall, cpu, maxrss_kib, ok}.
+
+    python _fanout_worker.py LIBRARY HOSTS PORT USER KEY COMMAND
+
+Connects to every host in HOSTS (comma-separated), authenticates with KEY,
+runs COMMAND, reads all output and the exit code; ``wall`` covers all of it.
+Host keys are not checked by any library here (same work for all).
+"""
+import json
+import resource
+import sys
+import time
+
+
+def ours(hosts, port, user, key, command):
+    from pssh.clients import ParallelSSHClient
+    client = ParallelSSHClient(hosts, port=port, user=user, pkey=key, allow_agent=False,
+                               identity_auth=False, host_key_policy="off", pool_size=len(hosts),
+                               timeout=60)
+    output = client.run_command(command)
+    ok = 0
+    for host_output in output:
+        for _ in host_output.stdout:
+            pass
+        client.join([host_output])
+        ok += host_output.exit_code == 0
+    return ok
+
+
+def parallel_ssh(hosts, port, user, key, command):
+    from pssh.clients import ParallelSSHClient
+    client = ParallelSSHClient(hosts, port=port, user=user, pkey=key, allow_agent=False,
+                               identity_auth=False, pool_size=len(hosts), timeout=60)
+    output = client.run_command(command)
+    client.join(output)
+    ok = 0
+    for host_output in output:
+        for _ in host_output.stdout:
+            pass
+        ok += host_output.exit_code == 0
+    return ok
+
+
+def asyncssh_(hosts, port, user, key, command):
+    import asyncio
+
+    import asyncssh
+
+    async def one(host):
+        async with asyncssh.connect(host, port, username=user, client_keys=[key],
+                                    known_hosts=None, agent_path=None) as conn:
+            result = await conn.run(command)
+            return result.exit_status == 0
+
+    async def main():
+        return sum(await asyncio.gather(*(one(h) for h in hosts)))
+
+    return asyncio.run(main())
+
+
+def paramiko_(hosts, port, user, key, command):
+    from concurrent.futures import ThreadPoolExecutor
+
+    import paramiko
+
+    def one(host):
+        client = paramiko.SSHClient()
+        client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        client.connect(host, port, user, key_filename=key, look_for_keys=False,
+                       allow_agent=False)
+        _, stdout, _ = client.exec_command(command)
+        stdout.read()
+        ok = stdout.channel.recv_exit_status() == 0
+        client.close()
+        return ok
+
+    with ThreadPoolExecutor(max_workers=min(50, len(hosts))) as pool:
+        return sum(pool.map(one, hosts))
+
+
+def fabric_(hosts, port, user, key, command):
+    from fabric import ThreadingGroup
+    group = ThreadingGroup(*hosts, port=port, user=user,
+                           connect_kwargs={"key_filename": key, "look_for_keys": False,
+                                           "allow_agent": False})
+    results = group.run(command, hide=True, warn=True)
+    return sum(r.exited == 0 for r in results.values())
+
+
+LIBRARIES = {"ours": ours, "parallel-ssh": parallel_ssh, "asyncssh": asyncssh_,
+             "paramiko": paramiko_, "fabric": fabric_}
+
+
+def main():
+    library, hosts, port, user, key, command = sys.argv[1:7]
+    hosts = hosts.split(",")
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    started = time.perf_counter()
+    ok = LIBRARIES[library](hosts, int(port), user, key, command)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    print(json.dumps({"wall": wall, "cpu": cpu, "maxrss_kib": after.ru_maxrss, "ok": ok}))
+
+
+if __name__ == "__main__":
+    main()

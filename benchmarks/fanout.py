@@ -1,0 +1,93 @@
+"""Fan-out: one command on H loopback hosts, ours vs peers, side by side.
+
+    python -m benchmarks.fanout [--hosts 1 10 100 200] [--repeat 3] [--command echo]
+
+Starts max(H) real sshd hosts on 127.0.0.x (pssh.sshd), then for each H and
+library runs the whole job (connect, authenticate, run, read, exit code) in a
+fresh process, round-robin across repeats. Reports median wall time, client
+CPU per host and peak RSS. Peers come from benchmarks/peers.sh's virtualenvs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from pssh.sshd import ServerGroup
+
+ROOT = Path(os.environ.get("BENCH_VENV_DIR") or Path(__file__).resolve().parent.parent)
+WORKER = Path(__file__).resolve().parent / "_fanout_worker.py"
+VENVS = {"parallel-ssh": ".venv-parallel-ssh", "asyncssh": ".venv-bench",
+         "paramiko": ".venv-bench", "fabric": ".venv-bench"}
+
+
+def run_once(library, hosts, group, command):
+    venv = VENVS.get(library)
+    python = str(ROOT / venv / "bin" / "python") if venv else sys.executable
+    env = dict(os.environ)
+    if venv:
+        env.pop("PYTHONPATH", None)  # parallel-ssh's pssh must not meet ours
+    out = subprocess.run([python, str(WORKER), library, ",".join(hosts), str(group.port),
+                          group.servers[0].user, group.keys.private(), command],
+                         capture_output=True, text=True, env=env, cwd="/", timeout=600)
+    if out.returncode != 0:
+        print(f"{library} H={len(hosts)} failed: "
+              f"{(out.stderr.strip().splitlines() or ['?'])[-1]}", file=sys.stderr)
+        return None
+    result = json.loads(out.stdout)
+    if result["ok"] != len(hosts):
+        print(f"{library} H={len(hosts)}: only {result['ok']} hosts succeeded", file=sys.stderr)
+        return None
+    return result
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--hosts", type=int, nargs="+", default=[1, 10, 100, 200])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--command", default="echo hello")
+    parser.add_argument("--libs", nargs="+",
+                        default=["ours", "asyncssh", "paramiko", "fabric", "parallel-ssh"])
+    args = parser.parse_args(argv)
+    results: dict = {}
+    with tempfile.TemporaryDirectory(), ServerGroup(max(args.hosts), first_address=2) as group:
+        for round_ in range(args.repeat):
+            for count in args.hosts:
+                for lib in args.libs:
+                    r = run_once(lib, group.hosts[:count], group, args.command)
+                    if r is not None:
+                        results.setdefault((lib, count), []).append(r)
+                        print(f"round {round_ + 1} H={count:<4} {lib:<13} {r['wall']:7.3f} s "
+                              f"{r['cpu'] / count * 1000:7.2f} ms CPU/host "
+                              f"{r['maxrss_kib'] / 1024:6.1f} MiB", file=sys.stderr)
+
+    def med(lib, count, key):
+        values = [r[key] for r in results.get((lib, count), [])]
+        return statistics.median(values) if values else None
+
+    print(f"\nFan-out of {args.command!r}, median of {args.repeat}\n")
+    print("| H | " + " | ".join(args.libs) + " | ours / asyncssh |")
+    print("|---:|" + "---:|" * (len(args.libs) + 1))
+    for count in args.hosts:
+        cells = [f"{med(lib, count, 'wall'):.3f} s" if med(lib, count, "wall") else "n/a"
+                 for lib in args.libs]
+        ours, peer = med("ours", count, "wall"), med("asyncssh", count, "wall")
+        ratio = f"{ours / peer:.2f}x" if ours and peer else "n/a"
+        print(f"| {count} | " + " | ".join(cells) + f" | {ratio} |")
+    print("\nClient CPU per host (ms) and peak RSS (MiB) at the largest H\n")
+    top = max(args.hosts)
+    print("| library | CPU ms/host | peak RSS MiB |\n|---|---:|---:|")
+    for lib in args.libs:
+        cpu, rss = med(lib, top, "cpu"), med(lib, top, "maxrss_kib")
+        if cpu is not None:
+            print(f"| {lib} | {cpu / top * 1000:.2f} | {rss / 1024:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
