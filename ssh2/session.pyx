@@ -513,6 +513,9 @@ cdef class Session:
         cdef unsigned int n = len(b_user)
         cdef char *methods
         self._check()
+        # Asking again after success would wait forever: OpenSSH ignores it.
+        if c.libssh2_userauth_authenticated(self._session):
+            return None
         with nogil:
             lock(self._lock)
             methods = c.libssh2_userauth_list(self._session, c_user, n)

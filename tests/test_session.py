@@ -254,6 +254,7 @@ def test_agent_without_running_agent_raises(server, tmp_path):
 def test_second_authentication_raises_instead_of_hanging(session, server):
     with pytest.raises(exc.BadUseError, match="already authenticated"):
         session.userauth_password(server.user, PASSWORD)
+    assert session.userauth_list(server.user) is None
 
 
 def test_disconnect_then_calls_fail(server):
