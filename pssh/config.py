@@ -27,6 +27,14 @@ class HostConfig:
     known_hosts: Optional[str] = None
     host_key_policy: Optional[str] = None
     keyboard_interactive: Optional[bool] = None
+    proxy_host: Optional[str] = None
+    proxy_port: Optional[int] = None
+    proxy_user: Optional[str] = None
+    proxy_password: Optional[str] = None
+    proxy_pkey: Optional[Union[str, bytes]] = None
+    forward_ssh_agent: Optional[bool] = None
+    compress: Optional[bool] = None
+    ipv6_only: Optional[bool] = None
 
     def overrides(self) -> dict:
         """The fields this config sets (not ``None``)."""

@@ -251,9 +251,11 @@ class OpenSSHServer:
         raise SSHDError(f"sshd on {self.address}:{self.port} not ready after "
                         f"{self.start_timeout}s: {self.read_log()}")
 
-    def read_log(self) -> str:
+    def read_log(self, limit: Optional[int] = 2000) -> str:
+        """The server's log: its last ``limit`` characters, or all of it with ``None``."""
         try:
-            return self.log_file.read_text(errors="replace")[-2000:]
+            text = self.log_file.read_text(errors="replace")
+            return text if limit is None else text[-limit:]
         except OSError:
             return ""
 

@@ -405,7 +405,11 @@ cdef class Session:
         c.libssh2_keepalive_config(self._session, want_reply, interval)
 
     def keepalive_send(self):
-        """Send a keepalive if one is due; returns seconds until the next one."""
+        """Send a keepalive if one is due; returns seconds until the next one.
+
+        Non-blocking mode: ``LIBSSH2_ERROR_EAGAIN`` while the keepalive is
+        still being sent (call again when the socket is writable).
+        """
         cdef int seconds = 0
         cdef int rc
         self._check()
@@ -413,7 +417,8 @@ cdef class Session:
             lock(self._lock)
             rc = c.libssh2_keepalive_send(self._session, &seconds)
             unlock(self._lock)
-        self._rc(rc, "sending keepalive")
+        if self._rc(rc, "sending keepalive") == c.LIBSSH2_ERROR_EAGAIN:
+            return rc
         return seconds
 
     def banner_set(self, banner):

@@ -239,3 +239,22 @@ def test_reading_stdout_then_join_never_waits_on_queued_packets(group, known_hos
             assert host_output.exit_code == 0
         for host_output in output:
             assert list(host_output.stderr) == ["err"]
+
+
+def test_keepalives_run_and_do_not_keep_a_dropped_client_alive(group, known_hosts):
+    import gc
+    import weakref
+
+    import gevent
+
+    client = SSHClient(group.hosts[0], port=group.port, pkey=group.keys.private(),
+                       known_hosts=known_hosts, allow_agent=False, identity_auth=False,
+                       keepalive_seconds=1, timeout=10)
+    gevent.sleep(2.5)  # two keepalives sent in between
+    assert not client._keepalive.dead
+    assert list(client.run_command("echo alive").stdout) == ["alive"]
+    ref = weakref.ref(client)
+    del client
+    gc.collect()
+    gevent.sleep(1.5)  # the keepalive greenlet wakes, finds no client and ends
+    assert ref() is None

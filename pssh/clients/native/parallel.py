@@ -12,7 +12,9 @@ from gevent.queue import Queue
 from pssh import exceptions as exc
 from pssh.clients.native.single import DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, SSHClient
 from pssh.config import HostConfig
+from pssh.clients.native.tunnel import JumpHosts
 from pssh.output import HostOutput
+from pssh.ssh_config import SSHConfig, load
 
 log = logging.getLogger("pssh.parallel")
 
@@ -36,14 +38,20 @@ class ParallelSSHClient:
     """
 
     def __init__(self, hosts: Sequence[str], user: Optional[str] = None,
-                 password: Optional[str] = None, port: int = 22,
+                 password: Optional[str] = None, port: Optional[int] = None,
                  pkey: Union[str, bytes, None] = None, num_retries: int = DEFAULT_RETRIES,
                  timeout: Optional[float] = None, pool_size: int = 100,
-                 allow_agent: bool = True, host_config: Optional[Sequence[HostConfig]] = None,
+                 allow_agent: Optional[bool] = None,
+                 host_config: Optional[Sequence[HostConfig]] = None,
                  retry_delay: float = DEFAULT_RETRY_DELAY, identity_auth: bool = True,
-                 keepalive_seconds: int = 60, known_hosts: Optional[str] = None,
-                 host_key_policy: str = "accept-new", keyboard_interactive: bool = False,
-                 passphrase: Optional[str] = None) -> None:
+                 keepalive_seconds: Optional[int] = None, known_hosts: Optional[str] = None,
+                 host_key_policy: Optional[str] = None, keyboard_interactive: bool = False,
+                 passphrase: Optional[str] = None, proxy_host: Optional[str] = None,
+                 proxy_port: Optional[int] = None, proxy_user: Optional[str] = None,
+                 proxy_password: Optional[str] = None,
+                 proxy_pkey: Union[str, bytes, None] = None, forward_ssh_agent: bool = False,
+                 compress: Optional[bool] = None, ipv6_only: bool = False,
+                 ssh_config: Union[str, SSHConfig, bool, None] = None) -> None:
         if isinstance(hosts, str):
             raise TypeError("hosts must be a list of host names, not a string")
         self.hosts = list(hosts)
@@ -52,12 +60,20 @@ class ParallelSSHClient:
                 f"host_config has {len(host_config)} entries for {len(self.hosts)} hosts")
         self.host_config = list(host_config) if host_config is not None else None
         self.pool_size = pool_size
+        if ssh_config is not False and not isinstance(ssh_config, SSHConfig):
+            ssh_config = load(ssh_config if isinstance(ssh_config, str) else None)
+        self._jumps = JumpHosts(SSHClient)
         self._defaults = dict(user=user, password=password, port=port, pkey=pkey,
                               num_retries=num_retries, retry_delay=retry_delay,
                               allow_agent=allow_agent, timeout=timeout,
                               identity_auth=identity_auth, keepalive_seconds=keepalive_seconds,
                               known_hosts=known_hosts, host_key_policy=host_key_policy,
-                              keyboard_interactive=keyboard_interactive, passphrase=passphrase)
+                              keyboard_interactive=keyboard_interactive, passphrase=passphrase,
+                              proxy_host=proxy_host, proxy_port=proxy_port,
+                              proxy_user=proxy_user, proxy_password=proxy_password,
+                              proxy_pkey=proxy_pkey, forward_ssh_agent=forward_ssh_agent,
+                              compress=compress, ipv6_only=ipv6_only, ssh_config=ssh_config,
+                              jump_hosts=self._jumps)
         self._clients: dict = {}
         self.pool = Pool(pool_size)
         raise_open_file_limit(len(self.hosts) + 64)
@@ -244,6 +260,8 @@ class ParallelSSHClient:
         return first % copy_args[index], second % copy_args[index]
 
     def disconnect(self) -> None:
+        """Close every host's session, then the jump host sessions they went through."""
         for client in self._clients.values():
             client.disconnect()
         self._clients.clear()
+        self._jumps.close()

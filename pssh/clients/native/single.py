@@ -21,6 +21,7 @@ import os
 import random
 import shlex
 import socket
+import weakref
 from typing import Optional, Union
 
 import gevent
@@ -30,19 +31,45 @@ from gevent.hub import get_hub
 
 from pssh import exceptions as exc
 from pssh.clients.native.transfer import TransferMixin
+from pssh.clients.native.tunnel import JumpHosts, Tunnel
 from pssh.known_hosts import verify_host_key
 from pssh.output import HostOutput
 from pssh.reader import ChannelReader
+from pssh.ssh_config import HostOptions, SSHConfig, load, parse_jump
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
-from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND, Session
+from ssh2.session import LIBSSH2_FLAG_COMPRESS, LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND, Session
 
 log = logging.getLogger("pssh.client")
 
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_DELAY = 1.0
+DEFAULT_KEEPALIVE = 60
 IDENTITY_FILES = ("id_ed25519", "id_ecdsa", "id_rsa")
 _READ, _WRITE = 1, 2  # libev event bits
+
+
+def _config(ssh_config) -> Optional[SSHConfig]:
+    if ssh_config is False:
+        return None
+    if isinstance(ssh_config, SSHConfig):
+        return ssh_config
+    return load(ssh_config if isinstance(ssh_config, str) else None)
+
+
+def _keepalive_loop(ref) -> None:
+    """Send keepalives while the client lives (holds it only weakly between sends)."""
+    while True:
+        client = ref()
+        if client is None or client.session is None:
+            return
+        try:
+            delay = client.retry_eagain(client.session.keepalive_send, what="sending a keepalive")
+        except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
+            client.log.debug("keepalive failed: %s", err)
+            return
+        del client
+        gevent.sleep(max(delay, 1))
 
 
 class HostLog(logging.LoggerAdapter):
@@ -51,46 +78,96 @@ class HostLog(logging.LoggerAdapter):
 
 
 class SSHClient(TransferMixin):
-    """An SSH connection to one host (connects and authenticates on creation)."""
+    """An SSH connection to one host (connects and authenticates on creation).
+
+    Settings left at ``None`` come from the OpenSSH client config
+    (``ssh_config``: a path, an :class:`~pssh.ssh_config.SSHConfig`, ``False``
+    for none; default ``~/.ssh/config``), then from the defaults: explicit
+    arguments always win. ``proxy_host`` (with ``proxy_port``, ``proxy_user``,
+    ``proxy_password``, ``proxy_pkey``; the key defaults to ``pkey``) or the
+    config's ``ProxyJump`` chain reach the host through jump hosts.
+    """
 
     def __init__(self, host: str, user: Optional[str] = None, password: Optional[str] = None,
                  port: Optional[int] = None, pkey: Union[str, bytes, None] = None,
                  alias: Optional[str] = None, num_retries: int = DEFAULT_RETRIES,
-                 retry_delay: float = DEFAULT_RETRY_DELAY, allow_agent: bool = True,
+                 retry_delay: float = DEFAULT_RETRY_DELAY, allow_agent: Optional[bool] = None,
                  timeout: Optional[float] = None, identity_auth: bool = True,
-                 keepalive_seconds: int = 60, known_hosts: Optional[str] = None,
-                 host_key_policy: str = "accept-new", keyboard_interactive: bool = False,
-                 passphrase: Optional[str] = None) -> None:
+                 keepalive_seconds: Optional[int] = None, known_hosts: Optional[str] = None,
+                 host_key_policy: Optional[str] = None, keyboard_interactive: bool = False,
+                 passphrase: Optional[str] = None, proxy_host: Optional[str] = None,
+                 proxy_port: Optional[int] = None, proxy_user: Optional[str] = None,
+                 proxy_password: Optional[str] = None,
+                 proxy_pkey: Union[str, bytes, None] = None, forward_ssh_agent: bool = False,
+                 compress: Optional[bool] = None, ipv6_only: bool = False,
+                 ssh_config: Union[str, SSHConfig, bool, None] = None,
+                 jump_hosts: Optional[JumpHosts] = None, _via: Optional["SSHClient"] = None
+                 ) -> None:
+        config = _config(ssh_config)
+        options = config.lookup(host, user, port) if config is not None else HostOptions()
         self.host = host
-        self.port = port or 22
-        self.user = user or getpass.getuser()
+        self.hostname = options.hostname or host
+        self.port = port or options.port or 22
+        self.user = user or options.user or getpass.getuser()
         self.password = password
         self.pkey = pkey
         self.passphrase = passphrase
         self.alias = alias
         self.num_retries = num_retries
         self.retry_delay = retry_delay
-        self.allow_agent = allow_agent
-        self.timeout = timeout
+        self.allow_agent = allow_agent if allow_agent is not None \
+            else not options.identities_only
+        self.timeout = timeout if timeout is not None else options.connect_timeout
         self.identity_auth = identity_auth
-        self.keepalive_seconds = keepalive_seconds
-        self.known_hosts = known_hosts
-        self.host_key_policy = host_key_policy
+        self.identity_files = options.identity_files or tuple(
+            os.path.expanduser(os.path.join("~", ".ssh", name)) for name in IDENTITY_FILES)
+        self.keepalive_seconds = keepalive_seconds if keepalive_seconds is not None \
+            else options.server_alive_interval if options.server_alive_interval is not None \
+            else DEFAULT_KEEPALIVE
+        self.known_hosts = known_hosts or options.known_hosts
+        self.host_key_policy = host_key_policy or options.host_key_policy or "accept-new"
+        self.host_key_name = options.host_key_alias or self.hostname
         self.keyboard_interactive = keyboard_interactive
+        self.compress = compress if compress is not None else bool(options.compression)
+        self.ipv6_only = ipv6_only
+        if forward_ssh_agent or options.forward_agent:
+            log.warning("%s: agent forwarding is not supported yet; not forwarding", host)
         self.log = HostLog(log, {"host": f"{host}:{self.port}"})
         self.sock: Optional[socket.socket] = None
         self.session: Optional[Session] = None
         self._hub = get_hub()
         self._waiters: set = set()
-        self._connect()
+        self._keepalive: Optional[gevent.Greenlet] = None
+        self._tunnel: Optional[Tunnel] = None
+        self._own_jumps = jump_hosts is None
+        self._jumps = jump_hosts or JumpHosts(SSHClient)
+        if _via is None:
+            hops = self._jump_hops(options, proxy_host, proxy_port, proxy_user)
+            if hops:
+                _via = self._jumps.chain(
+                    hops, password=proxy_password, pkey=proxy_pkey or pkey,
+                    passphrase=passphrase, num_retries=num_retries, retry_delay=retry_delay,
+                    allow_agent=allow_agent, timeout=timeout, identity_auth=identity_auth,
+                    known_hosts=known_hosts, host_key_policy=host_key_policy,
+                    ssh_config=config or False, jump_hosts=self._jumps)
         try:
+            self._connect(_via)
             self._verify_host_key()
             self._authenticate()
         except BaseException:
             self.disconnect()
             raise
-        if keepalive_seconds:
-            self.session.keepalive_config(False, keepalive_seconds)
+        if self.keepalive_seconds:
+            self.session.keepalive_config(False, self.keepalive_seconds)
+            self._keepalive = gevent.spawn(_keepalive_loop, weakref.ref(self))
+
+    @staticmethod
+    def _jump_hops(options: HostOptions, proxy_host, proxy_port, proxy_user) -> list:
+        if proxy_host:
+            return [(proxy_user, proxy_host, proxy_port)]
+        if options.proxy_jump:
+            return parse_jump(options.proxy_jump)
+        return []
 
     # -- waiting ---------------------------------------------------------------
 
@@ -134,38 +211,55 @@ class SSHClient(TransferMixin):
 
     # -- connection ------------------------------------------------------------
 
-    def _connect(self) -> None:
+    def _open_socket(self, via: Optional["SSHClient"]) -> socket.socket:
+        if via is not None:
+            self._tunnel = Tunnel(via, self.hostname, self.port)
+            return self._tunnel.sock
+        if self.ipv6_only:
+            infos = gsocket.getaddrinfo(self.hostname, self.port, socket.AF_INET6,
+                                        socket.SOCK_STREAM)
+            sock = gsocket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            sock.settimeout(self.timeout)
+            try:
+                sock.connect(infos[0][4])
+            except BaseException:
+                sock.close()
+                raise
+            return sock
+        return gsocket.create_connection((self.hostname, self.port), timeout=self.timeout)
+
+    def _connect(self, via: Optional["SSHClient"] = None) -> None:
         for attempt in range(self.num_retries + 1):
             try:
-                self.sock = gsocket.create_connection((self.host, self.port), timeout=self.timeout)
+                self.sock = self._open_socket(via)
                 break
             except socket.gaierror as err:
-                raise exc.UnknownHostError(f"cannot resolve host name: {err.strerror}",
-                                           self.host, self.port) from None
+                raise exc.UnknownHostError(f"cannot resolve host name {self.hostname!r}: "
+                                           f"{err.strerror}", self.host, self.port) from None
             except socket.timeout:
                 raise exc.Timeout(f"connecting timed out after {self.timeout} s",
                                   self.host, self.port) from None
-            except OSError as err:
+            except (OSError, exc.ProxyError) as err:
                 if attempt == self.num_retries:
+                    reason = err.message if isinstance(err, exc.PSSHError) \
+                        else err.strerror or err
                     raise exc.ConnectionError(
-                        f"cannot connect: {err.strerror or err} (after {attempt + 1} attempts)",
+                        f"cannot connect: {reason} (after {attempt + 1} attempts)",
                         self.host, self.port) from None
                 delay = self.retry_delay * (2 ** attempt) * random.uniform(0.5, 1.5)
                 self.log.debug("connect failed (%s), retrying in %.2f s", err, delay)
                 gevent.sleep(delay)
         self.session = Session()
         self.session.set_blocking(False)
+        if self.compress:
+            self.session.flag(LIBSSH2_FLAG_COMPRESS)
         try:
             self.retry_eagain(self.session.handshake, self.sock, what="SSH handshake")
         except ssh2_exc.SSH2Error as err:
-            self.disconnect()
             raise exc.ConnectionError(f"SSH handshake failed: {err}", self.host, self.port) from None
-        except exc.Timeout:
-            self.disconnect()
-            raise
 
     def _verify_host_key(self) -> None:
-        verify_host_key(self.session, self.host, self.port, self.host_key_policy, self.known_hosts)
+        verify_host_key(self.session, self.host_key_name, self.port, self.host_key_policy, self.known_hosts)
 
     def _authenticate(self) -> None:
         failures = []
@@ -199,8 +293,7 @@ class SSHClient(TransferMixin):
         if self.allow_agent and os.environ.get("SSH_AUTH_SOCK"):
             yield from self._agent_methods()
         if self.identity_auth and self.pkey is None:
-            for name in IDENTITY_FILES:
-                path = os.path.expanduser(os.path.join("~", ".ssh", name))
+            for path in self.identity_files:
                 if os.path.exists(path):
                     yield f"key {path}", (lambda p=path: session.userauth_publickey_fromfile(
                         user, p, self.passphrase or ""))
@@ -223,8 +316,10 @@ class SSHClient(TransferMixin):
                    lambda i=identity: agent.userauth(self.user, i))
 
     def disconnect(self) -> None:
-        """Close the session and the socket (idempotent)."""
+        """Close the session, the socket and any jump sessions of our own (idempotent)."""
         self._sftp = None
+        if self._keepalive is not None and self._keepalive is not gevent.getcurrent():
+            self._keepalive.kill(block=False)
         session, self.session = self.session, None
         if session is not None and self.sock is not None and self.sock.fileno() != -1:
             try:
@@ -235,6 +330,10 @@ class SSHClient(TransferMixin):
         del session
         if self.sock is not None:
             self.sock.close()
+        if self._tunnel is not None:
+            self._tunnel.close()
+        if self._own_jumps:
+            self._jumps.close()
 
     # -- commands ----------------------------------------------------------------
 

@@ -1,0 +1,119 @@
+"""Jump hosts: SSH to a target through direct-tcpip channels of other sessions.
+
+A tunnel is a direct-tcpip channel on the jump host's session and one end of
+a local socket pair; the target's session runs over the other end as if it
+were a TCP connection. Two greenlets move the bytes, waiting on the jump
+host's socket exactly like any other channel: no threads and no listening
+sockets. Jump sessions are shared: every target behind the same chain of
+jump hosts tunnels through one session per hop (:class:`JumpHosts`).
+"""
+from __future__ import annotations
+
+import logging
+import socket
+from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
+
+import gevent
+from gevent import socket as gsocket
+from gevent.event import AsyncResult
+
+from pssh import exceptions as exc
+from pssh.reader import ChannelReader
+from ssh2 import exceptions as ssh2_exc
+
+if TYPE_CHECKING:
+    from pssh.clients.native.single import SSHClient
+
+log = logging.getLogger("pssh.tunnel")
+
+CHUNK = 65536
+Hop = Tuple[Optional[str], str, Optional[int]]  # (user, host, port)
+
+
+class Tunnel:
+    """Bytes between a local socket and a direct-tcpip channel of ``via``."""
+
+    def __init__(self, via: "SSHClient", host: str, port: int) -> None:
+        self.via = via
+        self.target = f"{host}:{port}"
+        try:
+            channel = via.retry_eagain(via.session.direct_tcpip, host, port,
+                                       what=f"opening a tunnel to {self.target}")
+        except ssh2_exc.SSH2Error as err:
+            raise exc.ProxyError(f"jump host {via.host} cannot connect to it: "
+                                 f"{err.message or type(err).__name__}", host, port) from None
+        self.reader = ChannelReader(via, channel)
+        self.sock, self._far = gsocket.socketpair()
+        self._greenlets = [gevent.spawn(self._upstream), gevent.spawn(self._downstream)]
+        log.debug("%s: tunnel to %s open", via.host, self.target)
+
+    def _upstream(self) -> None:
+        try:
+            while True:
+                data = self._far.recv(CHUNK)
+                if not data:
+                    break
+                self.reader.write(data)
+            self.reader.send_eof()
+        except (OSError, ssh2_exc.SSH2Error, exc.PSSHError) as err:
+            log.debug("%s: tunnel to %s ended sending: %s", self.via.host, self.target, err)
+            self._far.close()
+
+    def _downstream(self) -> None:
+        try:
+            for data in self.reader.chunks(0, None):
+                self._far.sendall(data)
+            self._far.shutdown(socket.SHUT_WR)
+        except (OSError, ssh2_exc.SSH2Error, exc.PSSHError) as err:
+            log.debug("%s: tunnel to %s ended receiving: %s", self.via.host, self.target, err)
+            self._far.close()
+
+    def close(self) -> None:
+        """Stop moving bytes and close the channel's local end."""
+        gevent.killall(self._greenlets, block=False)
+        self._far.close()
+
+
+class JumpHosts:
+    """Sessions to jump hosts, shared by every target that goes through them.
+
+    ``connect(hop, via)`` returns the authenticated client for ``hop``,
+    reached through ``via`` (or directly), creating it once however many
+    greenlets ask at the same time. A failed hop is forgotten, so a later
+    call tries again.
+    """
+
+    def __init__(self, factory: Callable[..., "SSHClient"]) -> None:
+        self._factory = factory
+        self._clients: Dict[tuple, AsyncResult] = {}
+
+    def connect(self, hop: Hop, via: Optional["SSHClient"], **settings) -> "SSHClient":
+        key = (hop, id(via))
+        result = self._clients.get(key)
+        if result is not None and result.ready() and result.successful() \
+                and result.value.session is None:
+            result = None  # disconnected since: make a new one
+        if result is None:
+            result = self._clients[key] = AsyncResult()
+            user, host, port = hop
+            try:
+                client = self._factory(host, user=user, port=port, _via=via, **settings)
+            except BaseException as err:
+                del self._clients[key]
+                result.set_exception(err)
+                raise
+            result.set(client)
+        return result.get()
+
+    def chain(self, hops, **settings) -> "SSHClient":
+        """The client of the last of ``hops``, each reached through the one before."""
+        via = None
+        for hop in hops:
+            via = self.connect(hop, via, **settings)
+        return via
+
+    def close(self) -> None:
+        for result in self._clients.values():
+            if result.ready() and result.successful():
+                result.value.disconnect()
+        self._clients.clear()

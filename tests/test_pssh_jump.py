@@ -1,0 +1,139 @@
+"""ssh config driving real connections, and jump hosts (proxy_* and ProxyJump chains)."""
+import pytest
+
+from pssh import exceptions as exc
+from pssh.clients import ParallelSSHClient, SSHClient
+from pssh.sshd import ServerGroup, free_port
+
+# 127.0.0.61 and .62 are jump hosts, .63 and .64 targets.
+J1, J2, T1, T2 = (f"127.0.0.{n}" for n in (61, 62, 63, 64))
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(4, first_address=61) as g:
+        yield g
+
+
+@pytest.fixture
+def known_hosts(tmp_path):
+    return str(tmp_path / "known_hosts")
+
+
+def accepted(group, address):
+    """How many logins the server at ``address`` accepted so far."""
+    server = next(s for s in group if s.address == address)
+    return server.read_log(None).count("Accepted publickey")
+
+
+def write_config(tmp_path, group, text):
+    path = tmp_path / "ssh_config"
+    path.write_text(text.format(port=group.port, key=group.keys.private(),
+                                kh=tmp_path / "known_hosts"))
+    return str(path)
+
+
+def test_config_supplies_hostname_port_user_key_and_known_hosts(group, tmp_path):
+    path = write_config(tmp_path, group, """
+Host web1
+    HostName 127.0.0.63
+Host web2
+    HostName 127.0.0.64
+Host web*
+    Port {port}
+    IdentityFile {key}
+    IdentitiesOnly yes
+    UserKnownHostsFile {kh}
+    ConnectTimeout 10
+""")
+    client = ParallelSSHClient(["web1", "web2"], ssh_config=path)
+    output = client.run_command('echo "$SSH_CONNECTION"')
+    client.join(output)
+    assert [o.host for o in output] == ["web1", "web2"]
+    assert [list(o.stdout)[0].split()[2] for o in output] == [T1, T2]
+    # known_hosts records the real host name, not the alias
+    known = (tmp_path / "known_hosts").read_text()
+    assert f"[{T1}]:{group.port}" in known and "web1" not in known
+    client.disconnect()
+
+
+def test_explicit_arguments_win_over_config(group, tmp_path, known_hosts):
+    path = write_config(tmp_path, group, f"Host *\n    Port 1\n    User nobody-here\n")
+    client = SSHClient(T1, port=group.port, user=group.servers[0].user,
+                       pkey=group.keys.private(), known_hosts=known_hosts, allow_agent=False,
+                       identity_auth=False, ssh_config=path, timeout=10)
+    assert list(client.run_command("echo ok").stdout) == ["ok"]
+    client.disconnect()
+
+
+def test_config_strict_host_key_checking_refuses_unknown_host(group, tmp_path):
+    path = write_config(tmp_path, group, """
+Host *
+    StrictHostKeyChecking yes
+    UserKnownHostsFile {kh}
+""")
+    with pytest.raises(exc.UnknownHostKeyError) as info:
+        SSHClient(T1, port=group.port, pkey=group.keys.private(), allow_agent=False,
+                  ssh_config=path, timeout=10)
+    assert T1 in str(info.value)
+
+
+def test_proxy_host_shares_one_jump_session(group, known_hosts):
+    before = accepted(group, J1)
+    client = ParallelSSHClient([T1, T2], port=group.port, pkey=group.keys.private(),
+                               known_hosts=known_hosts, allow_agent=False, identity_auth=False,
+                               proxy_host=J1, proxy_port=group.port, ssh_config=False,
+                               timeout=10)
+    output = client.run_command("echo through; head -c 3000000 /dev/zero | wc -c")
+    client.join(output)
+    for host_output in output:
+        assert list(host_output.stdout) == ["through", "3000000"]
+        assert host_output.exit_code == 0
+    assert accepted(group, J1) == before + 1
+    client.disconnect()
+
+
+def test_proxy_jump_chain_of_two_hops_from_config(group, tmp_path):
+    path = write_config(tmp_path, group, """
+Host target
+    HostName 127.0.0.63
+    ProxyJump 127.0.0.61,127.0.0.62
+Host *
+    Port {port}
+    IdentityFile {key}
+    IdentitiesOnly yes
+    UserKnownHostsFile {kh}
+""")
+    counts = {a: accepted(group, a) for a in (J1, J2, T1)}
+    client = SSHClient("target", ssh_config=path, timeout=10)
+    assert list(client.run_command("echo hop hop").stdout) == ["hop hop"]
+    # Each hop logged in once: J1 from us, J2 through J1, the target through J2.
+    assert {a: accepted(group, a) - counts[a] for a in counts} == {J1: 1, J2: 1, T1: 1}
+    # Closing the jump sessions ends the target's connection: the traffic ran through them.
+    client._jumps.close()
+    with pytest.raises((exc.PSSHError, OSError)):
+        list(client.run_command("echo still here").stdout)
+    client.disconnect()
+
+
+def test_jump_host_cannot_reach_target(group, known_hosts):
+    closed_port = free_port(T1)
+    with pytest.raises(exc.ConnectionError) as info:
+        SSHClient(T1, port=closed_port, pkey=group.keys.private(), known_hosts=known_hosts,
+                  allow_agent=False, identity_auth=False, proxy_host=J1,
+                  proxy_port=group.port, ssh_config=False, num_retries=1, retry_delay=0.05,
+                  timeout=10)
+    message = str(info.value)
+    assert T1 in message and J1 in message
+
+
+def test_failed_jump_host_is_reported_for_every_target(group, known_hosts):
+    client = ParallelSSHClient([T1, T2], port=group.port, pkey=group.keys.private(),
+                               known_hosts=known_hosts, allow_agent=False, identity_auth=False,
+                               proxy_host=J1, proxy_port=free_port(J1), ssh_config=False,
+                               num_retries=0, timeout=10)
+    output = client.run_command("echo never", stop_on_errors=False)
+    for host_output in output:
+        assert isinstance(host_output.exception, exc.ConnectionError)
+        assert J1 in str(host_output.exception)
+        assert list(host_output.stdout) == []
