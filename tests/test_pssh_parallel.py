@@ -148,13 +148,13 @@ def test_bad_credentials_raise_without_retry(group, known_hosts, tmp_path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")],
                    check=True)
     server = group.servers[0]
-    before = server.read_log().count("Connection from")
+    before = server.read_log(None).count("Connection from")
     with pytest.raises(exc.AuthenticationError) as info:
         SSHClient(server.address, port=server.port, pkey=str(tmp_path / "k"),
                   known_hosts=known_hosts, allow_agent=False, identity_auth=False,
                   password="wrong", timeout=5, num_retries=3)
     assert server.user in str(info.value) and server.address in str(info.value)
-    assert server.read_log().count("Connection from") == before + 1
+    assert server.read_log(None).count("Connection from") == before + 1
     with pytest.raises(exc.PKeyFileError):
         SSHClient(server.address, port=server.port, pkey=str(tmp_path / "missing"),
                   known_hosts=known_hosts, timeout=5)
@@ -179,12 +179,12 @@ def test_host_key_policies(group, tmp_path):
                    check=True)
     other_type, other_key = (tmp_path / "o.pub").read_text().split()[:2]
     path.write_text(f"{name} {other_type} {other_key}\n")
-    accepted_before = server.read_log().count("Accepted")
+    accepted_before = server.read_log(None).count("Accepted")
     with pytest.raises(exc.HostKeyMismatchError) as info:
         SSHClient(server.address, **common)
     assert server.address in str(info.value) and "SHA256:" in str(info.value)
     assert "does NOT match" in str(info.value)
-    assert server.read_log().count("Accepted") == accepted_before
+    assert server.read_log(None).count("Accepted") == accepted_before
     assert path.read_text() == f"{name} {other_type} {other_key}\n"   # never overwritten
 
 

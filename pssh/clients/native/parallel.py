@@ -51,7 +51,8 @@ class ParallelSSHClient:
                  proxy_password: Optional[str] = None,
                  proxy_pkey: Union[str, bytes, None] = None, forward_ssh_agent: bool = False,
                  compress: Optional[bool] = None, ipv6_only: bool = False,
-                 ssh_config: Union[str, SSHConfig, bool, None] = None) -> None:
+                 ssh_config: Union[str, SSHConfig, bool, None] = None,
+                 proxy_jump: Optional[str] = None) -> None:
         if isinstance(hosts, str):
             raise TypeError("hosts must be a list of host names, not a string")
         self.hosts = list(hosts)
@@ -73,7 +74,7 @@ class ParallelSSHClient:
                               proxy_user=proxy_user, proxy_password=proxy_password,
                               proxy_pkey=proxy_pkey, forward_ssh_agent=forward_ssh_agent,
                               compress=compress, ipv6_only=ipv6_only, ssh_config=ssh_config,
-                              jump_hosts=self._jumps)
+                              proxy_jump=proxy_jump, jump_hosts=self._jumps)
         self._clients: dict = {}
         self.pool = Pool(pool_size)
         raise_open_file_limit(len(self.hosts) + 64)
@@ -90,6 +91,14 @@ class ParallelSSHClient:
             settings.update(overrides)
             settings["alias"] = config.alias
         return settings
+
+    def host_client(self, index: int) -> SSHClient:
+        """The connected client of ``hosts[index]`` (connects and authenticates on first use).
+
+        For pipelines of your own per host, e.g. streaming each host's output
+        as soon as that host is up rather than after every host connected.
+        """
+        return self._client(index)
 
     def _client(self, index: int) -> SSHClient:
         client = self._clients.get(index)
@@ -258,6 +267,12 @@ class ParallelSSHClient:
             raise exc.HostArgumentError(
                 f"copy_args has {len(copy_args)} entries for {len(self.hosts)} hosts")
         return first % copy_args[index], second % copy_args[index]
+
+    def disconnect_host(self, index: int) -> None:
+        """Close ``hosts[index]``'s session; the next use of that host reconnects."""
+        client = self._clients.pop(index, None)
+        if client is not None:
+            client.disconnect()
 
     def disconnect(self) -> None:
         """Close every host's session, then the jump host sessions they went through."""

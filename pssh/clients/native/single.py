@@ -85,6 +85,7 @@ class SSHClient(TransferMixin):
     for none; default ``~/.ssh/config``), then from the defaults: explicit
     arguments always win. ``proxy_host`` (with ``proxy_port``, ``proxy_user``,
     ``proxy_password``, ``proxy_pkey``; the key defaults to ``pkey``) or the
+    ``proxy_jump`` (OpenSSH ``-J`` syntax: ``[user@]host[:port],...``) or the
     config's ``ProxyJump`` chain reach the host through jump hosts.
     """
 
@@ -101,7 +102,8 @@ class SSHClient(TransferMixin):
                  proxy_pkey: Union[str, bytes, None] = None, forward_ssh_agent: bool = False,
                  compress: Optional[bool] = None, ipv6_only: bool = False,
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
-                 jump_hosts: Optional[JumpHosts] = None, _via: Optional["SSHClient"] = None
+                 proxy_jump: Optional[str] = None, jump_hosts: Optional[JumpHosts] = None,
+                 _via: Optional["SSHClient"] = None
                  ) -> None:
         config = _config(ssh_config)
         options = config.lookup(host, user, port) if config is not None else HostOptions()
@@ -142,7 +144,7 @@ class SSHClient(TransferMixin):
         self._own_jumps = jump_hosts is None
         self._jumps = jump_hosts or JumpHosts(SSHClient)
         if _via is None:
-            hops = self._jump_hops(options, proxy_host, proxy_port, proxy_user)
+            hops = self._jump_hops(options, proxy_host, proxy_port, proxy_user, proxy_jump)
             if hops:
                 _via = self._jumps.chain(
                     hops, password=proxy_password, pkey=proxy_pkey or pkey,
@@ -162,11 +164,13 @@ class SSHClient(TransferMixin):
             self._keepalive = gevent.spawn(_keepalive_loop, weakref.ref(self))
 
     @staticmethod
-    def _jump_hops(options: HostOptions, proxy_host, proxy_port, proxy_user) -> list:
+    def _jump_hops(options: HostOptions, proxy_host, proxy_port, proxy_user,
+                   proxy_jump) -> list:
         if proxy_host:
             return [(proxy_user, proxy_host, proxy_port)]
-        if options.proxy_jump:
-            return parse_jump(options.proxy_jump)
+        spec = proxy_jump or options.proxy_jump
+        if spec and spec.lower() != "none":
+            return parse_jump(spec)
         return []
 
     # -- waiting ---------------------------------------------------------------

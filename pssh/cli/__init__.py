@@ -1,0 +1,217 @@
+"""The ``pssh`` command: run, copy and fetch across many hosts at once.
+
+``pssh run|copy|fetch --help`` describes each subcommand. Every host is one
+greenlet on :class:`pssh.clients.ParallelSSHClient`; its output streams as
+soon as that host is up, whatever the other hosts do.
+"""
+from __future__ import annotations
+
+import contextlib
+import getpass
+import logging
+import os
+import posixpath
+import sys
+import time
+from typing import Iterator, List, Optional, Tuple
+
+import gevent
+
+from pssh import exceptions as exc
+from pssh.cli import options
+from pssh.cli.display import Display, HostResult
+from pssh.cli.hosts import HostSpec, UsageError, parse_hosts, read_hosts_file
+from pssh.clients import ParallelSSHClient
+from pssh.config import HostConfig
+from pssh.ssh_config import SSHConfig, SSHConfigError, load
+
+log = logging.getLogger("pssh.cli")
+
+
+class _DisplayLogHandler(logging.Handler):
+    """Log records printed through the display, so they never break the progress bar."""
+
+    def __init__(self, display: Display) -> None:
+        super().__init__()
+        self.display = display
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.display.message(self.format(record))
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = options.parse(argv)
+    try:
+        with _hosts(args) as (hosts, settings):
+            return _execute(args, hosts, settings)
+    except UsageError as err:
+        args.error(str(err))
+    except KeyboardInterrupt:
+        sys.stderr.write("pssh: interrupted\n")
+        return options.EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _hosts(args) -> Iterator[Tuple[List[HostSpec], dict]]:
+    """The hosts to work on and client settings: from the arguments, or embedded servers."""
+    if args.embedded is not None:
+        from pssh.sshd import ServerGroup  # only the embedded mode needs the server wrapper
+
+        sys.stderr.write(f"pssh: starting {args.embedded} local OpenSSH hosts "
+                         f"(127.0.0.1..{args.embedded}) with a throwaway key\n")
+        with ServerGroup(args.embedded) as group:
+            yield [HostSpec(h) for h in group.hosts], dict(
+                port=group.port, pkey=group.keys.private(), known_hosts=group.known_hosts_file(),
+                host_key_policy="strict", allow_agent=False, identity_auth=False,
+                ssh_config=False)
+        return
+    specs: List[str] = []
+    for text in args.host_specs:
+        specs.extend(text.split())
+    hosts = parse_hosts(specs)
+    for path in args.host_files:
+        hosts.extend(read_hosts_file(path))
+    if not hosts:
+        raise UsageError("the host list is empty")
+    yield hosts, {}
+
+
+def _settings(args, settings: dict) -> dict:
+    if args.key is not None and not os.path.isfile(os.path.expanduser(args.key)):
+        raise UsageError(f"key file {args.key} not found")
+    if args.config == "none":
+        config = False
+    else:
+        try:
+            config = SSHConfig.from_file(args.config) if args.config else load()
+        except SSHConfigError as err:
+            raise UsageError(str(err)) from None
+    merged = dict(user=args.user, port=args.port, pkey=args.key, allow_agent=args.agent,
+                  timeout=args.connect_timeout, pool_size=args.parallel,
+                  known_hosts=args.known_hosts, host_key_policy=args.host_key_policy,
+                  ssh_config=config, proxy_jump=args.jump, num_retries=1, retry_delay=0.5)
+    merged.update({k: v for k, v in settings.items() if getattr(args, k, None) is None})
+    if args.askpass:
+        merged["password"] = getpass.getpass("Password: ")
+        merged["keyboard_interactive"] = True
+    return merged
+
+
+def _check_paths(args) -> None:
+    if args.subcommand == "copy":
+        if not os.path.exists(args.local):
+            raise UsageError(f"local file {args.local} not found")
+        if os.path.isdir(args.local) and not args.recursive:
+            raise UsageError(f"{args.local} is a directory: add -r to copy it")
+    if args.subcommand == "run":
+        for directory in (args.outdir, args.errdir):
+            if directory:
+                os.makedirs(directory, exist_ok=True)
+
+
+def _execute(args, hosts: List[HostSpec], settings: dict) -> int:
+    _check_paths(args)
+    settings = _settings(args, settings)
+    interactive = {"auto": None, "always": True, "never": False}[args.progress]
+    colour = {"auto": None, "always": True, "never": False}[args.color]
+    display = Display(len(hosts), title=f"pssh {args.subcommand}", interactive=interactive,
+                      colour=colour, show_bytes=args.subcommand != "run")
+    handler = _DisplayLogHandler(display)
+    handler.setFormatter(logging.Formatter("pssh: %(message)s"))
+    logging.basicConfig(level=max(logging.DEBUG, logging.WARNING - 10 * args.verbose),
+                        handlers=[handler], force=True)
+    client = ParallelSSHClient([h.host for h in hosts],
+                               host_config=[HostConfig(user=h.user, port=h.port) for h in hosts],
+                               **settings)
+    results: List[Optional[HostResult]] = [None] * len(hosts)
+    work = {"run": _run_host, "copy": _copy_host, "fetch": _fetch_host}[args.subcommand]
+
+    def task(index: int) -> None:
+        result = HostResult(hosts[index].host)
+        display.host_started()
+        started = time.monotonic()
+        timeout = gevent.Timeout(args.timeout, exc.Timeout(
+            f"did not finish within {args.timeout} s", hosts[index].host)) \
+            if args.timeout else contextlib.nullcontext()
+        try:
+            with timeout:
+                work(args, client, index, result, display)
+        except exc.PSSHError as err:
+            result.error = err.message
+            client.disconnect_host(index)  # its session may be half-way through a call
+        except (OSError, ValueError) as err:
+            result.error = str(err)
+            client.disconnect_host(index)  # its session may be half-way through a call
+        result.duration = time.monotonic() - started
+        results[index] = result
+        display.host_finished(result)
+        if args.json:
+            display.json(result)
+        elif getattr(args, "inline", False):
+            display.block(result, display.done)
+
+    try:
+        with display:
+            gevent.joinall([client.pool.spawn(task, i) for i in range(len(hosts))])
+    finally:
+        client.disconnect()
+    display.summary(results)
+    return options.EXIT_OK if all(r.ok for r in results) else options.EXIT_HOSTS_FAILED
+
+
+def _run_host(args, client: ParallelSSHClient, index: int, result: HostResult,
+              display: Display) -> None:
+    ssh = client.host_client(index)
+    output = ssh.run_command(args.command, sudo=args.sudo)
+    collect = args.json or args.inline
+    files = [open(os.path.join(d, result.host), "w", encoding="utf-8") if d else None
+             for d in (args.outdir, args.errdir)]
+
+    def pump(lines, stderr: bool) -> None:
+        sink, stream = files[stderr], (result.stderr if stderr else result.stdout)
+        for line in lines:
+            if sink is not None:
+                sink.write(line + "\n")
+            elif collect:
+                stream.append(line)
+            else:
+                display.line(result.host, line, stderr)
+
+    pumps = [gevent.spawn(pump, output.stdout, False), gevent.spawn(pump, output.stderr, True)]
+    try:
+        gevent.joinall(pumps, raise_error=True)
+    finally:
+        gevent.killall(pumps)
+        for sink in files:
+            if sink is not None:
+                sink.close()
+    result.exit_code = output.exit_code
+    if result.exit_code is None:
+        signal = output.exit_signal
+        result.error = f"killed by signal {signal}" if signal else "no exit status"
+
+
+def _byte_counter(result: HostResult, display: Display):
+    last = [0]
+
+    def progress(done: int, total: int) -> None:
+        # Called per file with bytes so far: a smaller count means the next file began.
+        delta = done - last[0] if done >= last[0] else done
+        last[0] = done
+        result.transferred += delta
+        display.add_bytes(delta)
+    return progress
+
+
+def _copy_host(args, client: ParallelSSHClient, index: int, result: HostResult,
+               display: Display) -> None:
+    client.host_client(index).copy_file(args.local, args.remote, recurse=args.recursive,
+                                        callback=_byte_counter(result, display))
+
+
+def _fetch_host(args, client: ParallelSSHClient, index: int, result: HostResult,
+                display: Display) -> None:
+    name = posixpath.basename(args.remote.rstrip("/")) or "root"
+    local = os.path.join(args.local, result.host, name)
+    client.host_client(index).copy_remote_file(args.remote, local, recurse=args.recursive,
+                                               callback=_byte_counter(result, display))

@@ -1,0 +1,4 @@
+from pssh.cli import main
+import sys
+
+sys.exit(main())

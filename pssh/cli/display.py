@@ -1,0 +1,204 @@
+"""What the command line shows: host lines, a live progress bar, the summary.
+
+On a terminal (stderr is a tty): a progress bar that host output scrolls
+above, colours, and a summary table, failures first. Otherwise plain text:
+output lines, then one line per failed host on stderr.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional, TextIO
+
+import gevent
+from rich.console import Console, Group
+from rich.live import Live
+from rich.markup import escape
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+_COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta",
+            "bright_green")
+
+
+@dataclass
+class HostResult:
+    """How one host went."""
+
+    host: str
+    exit_code: Optional[int] = None
+    error: Optional[str] = None
+    duration: float = 0.0
+    stdout: List[str] = field(default_factory=list)
+    stderr: List[str] = field(default_factory=list)
+    transferred: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.exit_code in (0, None)
+
+    @property
+    def status(self) -> str:
+        if self.error is not None:
+            return "error"
+        return "ok" if self.ok else "failed"
+
+    def as_json(self) -> str:
+        return json.dumps({"host": self.host, "exit_code": self.exit_code,
+                           "stdout": "\n".join(self.stdout), "stderr": "\n".join(self.stderr),
+                           "error": self.error, "duration": round(self.duration, 3)})
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB"):
+        if n < 1000 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} GB"
+
+
+class Display:
+    """Output for one run of ``total`` hosts."""
+
+    def __init__(self, total: int, *, title: str, interactive: Optional[bool] = None,
+                 colour: Optional[bool] = None, show_bytes: bool = False,
+                 out: TextIO = None, err: TextIO = None) -> None:
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.interactive = self.err.isatty() if interactive is None else interactive
+        self.total = total
+        self.title = title
+        self.show_bytes = show_bytes
+        self.done = self.failed = self.running = self.transferred = 0
+        self.started = time.monotonic()
+        self._err_console = Console(file=self.err, force_terminal=self.interactive or None,
+                                    no_color=colour is False, highlight=False)
+        out_tty = colour if colour is not None else self.out.isatty()
+        self._out_console = Console(file=self.out, force_terminal=out_tty, no_color=not out_tty,
+                                    highlight=False, soft_wrap=True)
+        self._live: Optional[Live] = None
+        self._ticker: Optional[gevent.Greenlet] = None
+        self._colours: dict = {}
+
+    # -- progress -------------------------------------------------------------------
+
+    def __enter__(self) -> "Display":
+        if self.interactive:
+            self._live = Live(self._bar(), console=self._err_console, auto_refresh=False,
+                              transient=True, redirect_stdout=False, redirect_stderr=False)
+            self._live.start()
+            self._ticker = gevent.spawn(self._tick)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self._ticker is not None:
+            self._ticker.kill()
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def _tick(self) -> None:
+        while True:
+            self._live.update(self._bar(), refresh=True)
+            gevent.sleep(0.1)
+
+    def _bar(self) -> Group:
+        bar = ProgressBar(total=max(self.total, 1), completed=self.done, width=30)
+        text = Text(f" {self.done}/{self.total} hosts done")
+        if self.failed:
+            text.append(f" · {self.failed} failed", style="red")
+        text.append(f" · {self.running} running")
+        if self.show_bytes:
+            text.append(f" · {_size(self.transferred)}")
+        text.append(f" · {time.monotonic() - self.started:.1f} s", style="dim")
+        grid = Table.grid()
+        grid.add_row(Text(f"{self.title} "), bar, text)
+        return Group(grid)
+
+    def host_started(self) -> None:
+        self.running += 1
+
+    def host_finished(self, result: HostResult) -> None:
+        self.running -= 1
+        self.done += 1
+        if not result.ok:
+            self.failed += 1
+
+    def add_bytes(self, n: int) -> None:
+        self.transferred += n
+
+    # -- output ---------------------------------------------------------------------
+
+    def _colour(self, host: str) -> str:
+        return self._colours.setdefault(host, _COLOURS[len(self._colours) % len(_COLOURS)])
+
+    def _print(self, text: Text) -> None:
+        # On a terminal, print through the live display so the bar stays below.
+        console = self._live.console if self._live is not None and self.out.isatty() \
+            else self._out_console
+        console.print(text, markup=False, highlight=False, overflow="ignore", crop=False)
+
+    def message(self, text: str) -> None:
+        """A diagnostic (log record) on stderr."""
+        if self._live is not None:
+            self._live.console.print(Text(text, style="yellow"), markup=False, highlight=False)
+        else:
+            self.err.write(text + "\n")
+            self.err.flush()
+
+    def line(self, host: str, line: str, stderr: bool = False) -> None:
+        text = Text(f"[{host}] ", style=self._colour(host))
+        text.append(line, style="red" if stderr else None)
+        self._print(text)
+
+    def block(self, result: HostResult, number: int) -> None:
+        """A finished host's output, grouped (``-i``)."""
+        style = "green" if result.ok else "red"
+        detail = result.error or f"exit {result.exit_code}"
+        self._print(Text(f"[{number}] {result.host} [{result.status.upper()}] {detail} "
+                         f"({result.duration:.2f} s)", style=style))
+        for line in result.stdout:
+            self._print(Text(line))
+        for line in result.stderr:
+            self._print(Text(f"stderr: {line}", style="red"))
+
+    def json(self, result: HostResult) -> None:
+        self.out.write(result.as_json() + "\n")
+        self.out.flush()
+
+    # -- the end ----------------------------------------------------------------------
+
+    def summary(self, results: List[HostResult]) -> None:
+        failed = [r for r in results if not r.ok]
+        wall = time.monotonic() - self.started
+        if not self.interactive:
+            for result in failed:
+                reason = result.error or f"exited with {result.exit_code}"
+                self.err.write(f"pssh: {result.host}: {reason}\n")
+            self.err.flush()
+            return
+        table = Table(title=f"{self.title}: {len(results) - len(failed)}/{len(results)} hosts "
+                            f"succeeded in {wall:.2f} s", title_justify="left")
+        table.add_column("host")
+        table.add_column("status")
+        table.add_column("exit", justify="right")
+        table.add_column("seconds", justify="right")
+        if self.show_bytes:
+            table.add_column("bytes", justify="right")
+        errors = any(r.error for r in results)
+        if errors:
+            table.add_column("error")
+        for result in failed + [r for r in results if r.ok]:
+            style = {"ok": "green", "failed": "yellow", "error": "red"}[result.status]
+            row = [escape(result.host), f"[{style}]{result.status}[/]",
+                   "-" if result.exit_code is None else str(result.exit_code),
+                   f"{result.duration:.2f}"]
+            if self.show_bytes:
+                row.append(_size(result.transferred))
+            if errors:
+                row.append(escape(result.error or ""))
+            table.add_row(*row)
+        self._err_console.print(table)

@@ -1,0 +1,153 @@
+"""The ``pssh`` argument parser: subcommands ``run``, ``copy``, ``fetch``."""
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from typing import List, NoReturn, Optional
+
+from pssh.cli.hosts import UsageError
+
+EXIT_OK, EXIT_HOSTS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+EXAMPLES = {
+    "run": """
+        examples:
+          pssh run --embedded 5 -- 'uname -sr'
+          pssh run -H "web[01-20].example db1" -l deploy -- 'systemctl is-active nginx'
+          pssh run -h hosts.txt -i -t 30 -- 'df -h /'
+          pssh run -h hosts.txt --json -- 'cat /etc/os-release' | jq .host
+          pssh run -H "app1 app2" -J bastion.example -o out/ -e err/ -- 'journalctl -n 100'
+        """,
+    "copy": """
+        examples:
+          pssh copy -h hosts.txt app.conf /etc/app/app.conf
+          pssh copy -H "web[1-4]" -r ./site /srv/www/site
+        """,
+    "fetch": """
+        examples:
+          pssh fetch -h hosts.txt /var/log/syslog logs/      # logs/<host>/syslog
+          pssh fetch -H "db1 db2" -r /etc/postgresql conf/   # conf/<host>/postgresql/...
+        """,
+}
+DESCRIPTIONS = {
+    "run": "Run a command on every host at once; output is streamed with a [host] prefix.",
+    "copy": "Copy a local file (or with -r a directory) to the same path on every host (SFTP).",
+    "fetch": "Fetch a remote file (or with -r a directory) from every host into LOCALDIR/<host>/.",
+}
+EXIT_TEXT = """
+exit status: 0 every host succeeded; 1 some host failed (error or non-zero exit);
+2 usage error; 130 interrupted.
+"""
+
+
+class Parser(argparse.ArgumentParser):
+    """One-line errors with a hint instead of argparse's usage dump."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message}\n"
+                         f"Try '{self.prog} --help' for more information.\n")
+        sys.exit(EXIT_USAGE)
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--help", action="help", help="show this help and exit")
+    hosts = parser.add_argument_group("hosts")
+    hosts.add_argument("-H", "--host", dest="host_specs", action="append", default=[],
+                       metavar='"HOST ..."', help="hosts as [user@]host[:port], blank-separated;"
+                       " ranges like web[01-20].example; repeatable")
+    hosts.add_argument("-h", "--hosts", dest="host_files", action="append", default=[],
+                       metavar="FILE", help="file of hosts, one or more per line, # comments")
+    hosts.add_argument("--embedded", type=int, metavar="N",
+                       help="start N local OpenSSH hosts (127.0.0.1..N) and use them")
+    conn = parser.add_argument_group("connection")
+    conn.add_argument("-l", "--user", help="login name (default: ssh config, then you)")
+    conn.add_argument("--port", type=int, help="port (default: ssh config, then 22)")
+    conn.add_argument("-p", "--parallel", type=int, default=100, metavar="N",
+                      help="hosts worked on at once (default 100)")
+    conn.add_argument("-t", "--timeout", type=float, metavar="SECONDS",
+                      help="time each host may take in all (default: no limit)")
+    conn.add_argument("--connect-timeout", type=float, default=10, metavar="SECONDS",
+                      help="time to connect and log in (default 10)")
+    conn.add_argument("-k", "--key", metavar="FILE", help="private key file")
+    conn.add_argument("-A", "--askpass", action="store_true",
+                      help="ask for a password (not echoed) and try it")
+    conn.add_argument("--agent", action=argparse.BooleanOptionalAction, default=None,
+                      help="use the SSH agent (default: yes unless IdentitiesOnly)")
+    conn.add_argument("-J", "--jump", metavar="[USER@]HOST[:PORT][,...]",
+                      help="jump host(s), as ssh -J")
+    conn.add_argument("-F", "--config", metavar="FILE",
+                      help="ssh client config (default ~/.ssh/config; 'none' for none)")
+    conn.add_argument("--known-hosts", metavar="FILE", help="known_hosts file")
+    conn.add_argument("--host-key-policy", choices=("strict", "accept-new", "off"),
+                      help="unknown or changed host keys (default: ssh config, then accept-new)")
+    out = parser.add_argument_group("output")
+    out.add_argument("--json", action="store_true", help="one JSON object per host, as it ends")
+    out.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    out.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                     help="live progress bar and summary table (auto: when stderr is a terminal)")
+    out.add_argument("-v", "--verbose", action="count", default=0, help="log more (repeatable)")
+
+
+def build() -> argparse.ArgumentParser:
+    parser = Parser(prog="pssh", description="Run commands and move files on many hosts over "
+                    "SSH at once.", epilog=EXIT_TEXT,
+                    formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="subcommand", metavar="{run,copy,fetch}", parser_class=Parser)
+    sub.required = True
+    for name in ("run", "copy", "fetch"):
+        p = sub.add_parser(name, add_help=False, help=DESCRIPTIONS[name],
+                           description=DESCRIPTIONS[name],
+                           epilog=textwrap.dedent(EXAMPLES[name]) + EXIT_TEXT,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+        _common(p)
+        if name == "run":
+            p.add_argument("-i", "--inline", action="store_true",
+                           help="print each host's output as one block when it ends")
+            p.add_argument("-o", "--outdir", metavar="DIR", help="write stdout to DIR/<host>")
+            p.add_argument("-e", "--errdir", metavar="DIR", help="write stderr to DIR/<host>")
+            p.add_argument("--sudo", action="store_true", help="run the command with sudo")
+            p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                           help="the command line to run (after --)")
+        else:
+            p.add_argument("-r", "--recursive", action="store_true", help="copy directories")
+            if name == "copy":
+                p.add_argument("local", metavar="LOCAL")
+                p.add_argument("remote", metavar="REMOTE")
+            else:
+                p.add_argument("remote", metavar="REMOTE")
+                p.add_argument("local", metavar="LOCALDIR")
+    return parser
+
+
+def parse(argv: Optional[List[str]]) -> argparse.Namespace:
+    parser = build()
+    args = parser.parse_args(argv)
+    sub = parser._subparsers._group_actions[0].choices[args.subcommand]  # for error()
+    try:
+        _check(args)
+    except UsageError as err:
+        sub.error(str(err))
+    args.error = sub.error
+    return args
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.subcommand == "run":
+        command = args.command[1:] if args.command[:1] == ["--"] else args.command
+        if not command:
+            raise UsageError("no command given: put it after --, as in: pssh run -H host -- uptime")
+        args.command = " ".join(command)
+    if args.embedded is not None:
+        if args.host_specs or args.host_files:
+            raise UsageError("--embedded starts its own hosts: leave out -H and -h")
+        if not 1 <= args.embedded <= 250:
+            raise UsageError("--embedded takes 1 to 250 hosts")
+    elif not args.host_specs and not args.host_files:
+        raise UsageError("no hosts given: use -H \"host ...\", -h FILE or --embedded N")
+    if args.parallel < 1:
+        raise UsageError("--parallel must be at least 1")
+    for name in ("timeout", "connect_timeout"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be positive")

@@ -1,0 +1,189 @@
+"""The pssh command line, driven as a subprocess against real sshd hosts."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import pssh as pssh_package
+from pssh.sshd import ServerGroup
+
+REFUSED = "127.0.0.85"
+# The subprocess imports the same pssh as the tests, wherever they run from.
+ENV = dict(os.environ, COLUMNS="120", PYTHONPATH=os.pathsep.join(
+    [os.path.dirname(os.path.dirname(os.path.abspath(pssh_package.__file__))),
+     os.environ.get("PYTHONPATH", "")]))
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(3, first_address=81) as g:
+        yield g
+
+
+def pssh(*args, timeout=60, cwd=None):
+    return subprocess.run([sys.executable, "-m", "pssh", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd, env=ENV)
+
+
+def conn(group, tmp_path):
+    """Options that reach the group: its port and key, a private known_hosts, no config."""
+    return ["--port", str(group.port), "-k", group.keys.private(), "--no-agent", "-F", "none",
+            "--known-hosts", str(tmp_path / "known_hosts")]
+
+
+def hosts_arg(group, *extra):
+    return ["-H", " ".join([*group.hosts, *extra])]
+
+
+def test_run_streams_prefixed_lines_and_exits_zero(group, tmp_path):
+    result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), "--",
+                  "echo", "out;", "echo", "err", ">&2")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    for host in group.hosts:
+        assert f"[{host}] out" in lines
+        assert f"[{host}] err" in lines
+    assert result.stderr == ""  # quiet when all is well and not on a terminal
+
+
+def test_json_output_with_a_failed_host(group, tmp_path):
+    result = pssh("run", *hosts_arg(group, REFUSED), *conn(group, tmp_path),
+                  "--json", "--", 'printf "a\\nb\\n"; echo e >&2; exit 3')
+    assert result.returncode == 1
+    records = {r["host"]: r for r in map(json.loads, result.stdout.splitlines())}
+    assert set(records) == {*group.hosts, REFUSED}
+    for host in group.hosts:
+        assert records[host]["exit_code"] == 3
+        assert records[host]["stdout"] == "a\nb" and records[host]["stderr"] == "e"
+        assert records[host]["error"] is None and records[host]["duration"] > 0
+    refused = records[REFUSED]
+    assert refused["exit_code"] is None and "cannot connect" in refused["error"]
+    assert f"pssh: {REFUSED}: cannot connect" in result.stderr
+
+
+def test_inline_groups_each_host(group, tmp_path):
+    result = pssh("run", "-i", *hosts_arg(group), *conn(group, tmp_path), "--",
+                  "echo one; echo two")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    for host in group.hosts:
+        header = next(i for i, line in enumerate(lines) if f"] {host} [OK] exit 0" in line)
+        assert lines[header + 1:header + 3] == ["one", "two"]
+
+
+def test_output_and_error_directories(group, tmp_path):
+    out, err = tmp_path / "out", tmp_path / "err"
+    result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), "-o", str(out), "-e",
+                  str(err), "--", 'echo "o $SSH_CONNECTION" | cut -d" " -f1,4; echo x >&2')
+    assert result.returncode == 0 and result.stdout == ""
+    for host in group.hosts:
+        assert (out / host).read_text() == f"o {host}\n"
+        assert (err / host).read_text() == "x\n"
+
+
+def test_host_files_ranges_and_user_port_syntax(group, tmp_path):
+    user = group.servers[0].user
+    first, last = group.hosts[0].rsplit(".", 1)[1], group.hosts[-1].rsplit(".", 1)[1]
+    hosts_file = tmp_path / "hosts"
+    hosts_file.write_text(f"# fleet\n127.0.0.[{first}-{last}]  # a range\n\n"
+                          f"{user}@{group.hosts[0]}:{group.port}\n")
+    result = pssh("run", "-h", str(hosts_file), *conn(group, tmp_path), "--json", "--",
+                  'echo "$SSH_CONNECTION" | cut -d" " -f3')
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sorted(r["stdout"] for r in records) == sorted([*group.hosts, group.hosts[0]])
+
+
+def test_timeout_fails_only_the_slow_host(group, tmp_path):
+    result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), "-t", "3", "--json", "--",
+                  f'case "$SSH_CONNECTION" in *{group.hosts[0]}*) sleep 60;; esac; echo done')
+    assert result.returncode == 1
+    records = {r["host"]: r for r in map(json.loads, result.stdout.splitlines())}
+    assert "did not finish within 3" in records[group.hosts[0]]["error"]
+    assert all(records[h]["stdout"] == "done" for h in group.hosts[1:])
+
+
+def test_copy_and_fetch_trees(group, tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "sub").mkdir(parents=True)
+    (tree / "a.txt").write_text("alpha\n")
+    (tree / "sub" / "b.bin").write_bytes(os.urandom(200_000))
+    remote = f"/tmp/pssh-cli-{os.getpid()}"
+    result = pssh("copy", "-r", *hosts_arg(group), *conn(group, tmp_path), str(tree), remote)
+    assert result.returncode == 0, result.stderr
+    fetched = tmp_path / "fetched"
+    result = pssh("fetch", "-r", *hosts_arg(group), *conn(group, tmp_path), remote,
+                  str(fetched))
+    assert result.returncode == 0, result.stderr
+    name = os.path.basename(remote)
+    for host in group.hosts:
+        assert (fetched / host / name / "a.txt").read_text() == "alpha\n"
+        assert (fetched / host / name / "sub" / "b.bin").read_bytes() == \
+            (tree / "sub" / "b.bin").read_bytes()
+    result = pssh("fetch", *hosts_arg(group), *conn(group, tmp_path), "/nonexistent/file",
+                  str(fetched))
+    assert result.returncode == 1
+    assert "does not exist" in result.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--bogus", "-H", "h", "--", "true"], "unrecognized arguments: --bogus"),
+    (["run", "-H", "h"], "no command given"),
+    (["run", "--", "true"], "no hosts given"),
+    (["run", "-H", "web[9-1]", "--", "true"], "bad range [9-1]"),
+    (["run", "-H", "web[1-", "--", "true"], "unbalanced brackets"),
+    (["run", "-H", "h:99999", "--", "true"], "bad port '99999'"),
+    (["run", "-h", "/nonexistent/hosts", "--", "true"], "cannot read hosts file"),
+    (["copy", "-H", "h", "/nonexistent/local", "/tmp/x"], "local file /nonexistent/local"),
+    (["run", "-H", "h", "-k", "/nonexistent/key", "--", "true"], "key file /nonexistent/key"),
+    (["run", "--embedded", "2", "-H", "h", "--", "true"], "leave out -H"),
+])
+def test_bad_input_gives_one_line_and_a_hint(args, message, tmp_path):
+    result = pssh(*args, cwd=tmp_path)
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert len(lines) == 2 and message in lines[0], result.stderr
+    assert lines[1].startswith("Try 'pssh ")
+
+
+def test_empty_hosts_file(tmp_path):
+    hosts_file = tmp_path / "hosts"
+    hosts_file.write_text("# nothing here yet\n\n")
+    result = pssh("run", "-h", str(hosts_file), "--", "true")
+    assert result.returncode == 2 and "host list is empty" in result.stderr
+
+
+def test_help_for_each_subcommand():
+    for name in ("run", "copy", "fetch"):
+        result = pssh(name, "--help")
+        assert result.returncode == 0
+        assert "examples:" in result.stdout and "exit status" in result.stdout
+
+
+def test_progress_bar_and_summary_on_a_terminal(group, tmp_path):
+    """Under a pseudo-terminal (script(1)): the live bar, then the summary table."""
+    command = [sys.executable, "-m", "pssh", "run", *hosts_arg(group, REFUSED),
+               *conn(group, tmp_path), "--", "sleep 0.5; echo hi"]
+    typescript = tmp_path / "typescript"
+    env = dict(ENV, LINES="40", TERM="xterm")
+    subprocess.run(["script", "-qec", subprocess.list2cmdline(command), str(typescript)],
+                   env=env, capture_output=True, timeout=60)
+    screen = typescript.read_text(errors="replace")
+    assert "hosts done" in screen and "running" in screen  # the bar
+    assert f"[{group.hosts[0]}] hi" in screen
+    assert "3/4 hosts succeeded" in screen  # the summary table
+    summary = screen[screen.index("hosts succeeded"):]
+    # failures first, with their error
+    assert summary.index(REFUSED) < summary.index(group.hosts[0])
+    assert "cannot connect" in summary
+    assert 'COMMAND_EXIT_CODE="1"' in screen
+
+
+def test_embedded_hosts(tmp_path):
+    result = pssh("run", "--embedded", "2", "--json", "--", "echo up", timeout=120)
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stdout.splitlines()]
+    assert sorted(r["host"] for r in records) == ["127.0.0.1", "127.0.0.2"]
+    assert all(r["stdout"] == "up" for r in records)
