@@ -258,3 +258,21 @@ def test_keepalives_run_and_do_not_keep_a_dropped_client_alive(group, known_host
     gc.collect()
     gevent.sleep(1.5)  # the keepalive greenlet wakes, finds no client and ends
     assert ref() is None
+
+
+def test_shells_on_every_host(group, known_hosts):
+    client = client_for(group, known_hosts, hosts=group.hosts[:3])
+    shells = client.open_shell()
+    client.run_shell_commands(shells, "cd /tmp && X='it''s'")
+    client.run_shell_commands(shells, ['echo "$X in $(pwd)"', "echo oops >&2", "false"])
+    client.join_shells(shells, timeout=10)
+    for shell in shells:
+        assert list(shell.stdout) == ["its in /tmp"]
+        assert list(shell.stderr) == ["oops"]
+        assert shell.exit_code == 1  # the last command's status
+    with client.host_client(0).open_shell() as shell:
+        shell.run(["echo first", "exit 3", "echo never"])
+    assert list(shell.stdout) == ["first"]
+    assert shell.exit_code == 3
+    with pytest.raises(exc.ShellError):
+        shell.run("echo closed")

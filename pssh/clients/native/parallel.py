@@ -14,6 +14,7 @@ from pssh.clients.native.single import DEFAULT_RETRIES, DEFAULT_RETRY_DELAY, SSH
 from pssh.config import HostConfig
 from pssh.clients.native.tunnel import JumpHosts
 from pssh.output import HostOutput
+from pssh.shell import InteractiveShell
 from pssh.ssh_config import SSHConfig, load
 
 log = logging.getLogger("pssh.parallel")
@@ -182,6 +183,43 @@ class ParallelSSHClient:
         for greenlet in greenlets:
             if not greenlet.successful():
                 raise greenlet.exception
+
+    # -- shells ------------------------------------------------------------------------
+
+    def open_shell(self, encoding: str = "utf-8", read_timeout: Optional[float] = None,
+                   stop_on_errors: bool = True) -> List[InteractiveShell]:
+        """Start a shell on every host (see :class:`pssh.shell.InteractiveShell`).
+
+        Without ``stop_on_errors``, a host that failed is left out of the list
+        and its error logged.
+        """
+        def start(index: int) -> InteractiveShell:
+            return self._client(index).open_shell(encoding=encoding, read_timeout=read_timeout)
+
+        greenlets = [self.pool.spawn(start, i) for i in range(len(self.hosts))]
+        gevent.joinall(greenlets)
+        shells = []
+        for index, greenlet in enumerate(greenlets):
+            if greenlet.successful():
+                shells.append(greenlet.value)
+            elif stop_on_errors:
+                raise greenlet.exception
+            else:
+                log.warning("%s: no shell: %s", self.hosts[index], greenlet.exception)
+        return shells
+
+    def run_shell_commands(self, shells: Sequence[InteractiveShell],
+                           commands: Union[str, Sequence[str]]) -> None:
+        """Send ``commands`` (one line or a list) to every shell."""
+        for shell in shells:
+            shell.run(commands)
+
+    def join_shells(self, shells: Sequence[InteractiveShell],
+                    timeout: Optional[float] = None) -> None:
+        """Close every shell's input and wait for them to exit; then ``exit_code`` is set."""
+        for shell in shells:
+            shell.close()
+        self.join([shell.output for shell in shells], timeout=timeout)
 
     def as_completed(self, output: Iterable[HostOutput],
                      timeout: Optional[float] = None) -> Iterator[HostOutput]:

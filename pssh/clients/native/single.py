@@ -35,6 +35,7 @@ from pssh.clients.native.tunnel import JumpHosts, Tunnel
 from pssh.known_hosts import verify_host_key
 from pssh.output import HostOutput
 from pssh.reader import ChannelReader
+from pssh.shell import InteractiveShell
 from pssh.ssh_config import HostOptions, SSHConfig, load, parse_jump
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
@@ -370,6 +371,13 @@ class SSHClient(TransferMixin):
         self.log.debug("started %r", wrapped)
         return HostOutput(self.host, ChannelReader(self, channel), client=self, alias=self.alias,
                           encoding=encoding, errors=errors, read_timeout=read_timeout)
+
+    def open_shell(self, encoding: str = "utf-8",
+                   read_timeout: Optional[float] = None) -> InteractiveShell:
+        """Start a login shell to feed commands to (see :class:`pssh.shell.InteractiveShell`)."""
+        if self.session is None:
+            raise exc.SessionError("client is disconnected", self.host, self.port)
+        return InteractiveShell(self, encoding=encoding, read_timeout=read_timeout)
 
     def wait_finished(self, host_output: HostOutput, timeout: Optional[float] = None) -> None:
         """Wait for the command to end, buffering its output for later reading."""
