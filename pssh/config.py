@@ -35,6 +35,7 @@ class HostConfig:
     forward_ssh_agent: Optional[bool] = None
     compress: Optional[bool] = None
     ipv6_only: Optional[bool] = None
+    cert_file: Optional[str] = None
 
     def overrides(self) -> dict:
         """The fields this config sets (not ``None``)."""

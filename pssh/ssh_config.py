@@ -6,7 +6,7 @@ Supported: ``Host`` pattern lists with ``*``, ``?`` and ``!`` negation;
 logged once); ``Include`` with globs, relative paths resolved against
 ``~/.ssh``, nested up to 16 deep; ``keyword value`` and ``keyword=value``;
 double-quoted arguments; the first value obtained for a keyword wins, except
-``IdentityFile`` which accumulates. ``%h %p %r %u %d %%`` and ``~`` are
+``IdentityFile`` and ``CertificateFile`` which accumulate. ``%h %p %r %u %d %%`` and ``~`` are
 expanded where OpenSSH expands them.
 
 Only the keywords the clients use are interpreted (see :class:`HostOptions`);
@@ -48,6 +48,7 @@ class HostOptions:
     user: Optional[str] = None
     port: Optional[int] = None
     identity_files: Tuple[str, ...] = ()
+    certificate_files: Tuple[str, ...] = ()
     identities_only: Optional[bool] = None
     proxy_jump: Optional[str] = None
     host_key_policy: Optional[str] = None
@@ -200,6 +201,7 @@ class SSHConfig:
         """Resolve the options for ``host`` (the name the user gave)."""
         values: Dict[str, Tuple[str, str]] = {}
         identities: List[str] = []
+        certificates: List[str] = []
         for block in self._blocks:
             hostname = values.get("hostname", (host, ""))[0]
             block_user = values.get("user", (user or getpass.getuser(), ""))[0]
@@ -210,13 +212,15 @@ class SSHConfig:
                     raise SSHConfigError(f"{line.origin}: {line.keyword} needs a value")
                 if line.keyword == "identityfile":
                     identities.append(line.args[0])
+                elif line.keyword == "certificatefile":
+                    certificates.append(line.args[0])
                 elif line.keyword in _SINGLE and line.keyword not in values:
                     values[line.keyword] = (line.args[0], line.origin)
-        return self._options(host, user, port, values, identities)
+        return self._options(host, user, port, values, identities, certificates)
 
     # -- interpreting ------------------------------------------------------------
 
-    def _options(self, host, user, port, values, identities) -> HostOptions:
+    def _options(self, host, user, port, values, identities, certificates) -> HostOptions:
         def get(key):
             return values[key][0] if key in values else None
 
@@ -261,6 +265,7 @@ class SSHConfig:
             user=get("user"),
             port=number("port"),
             identity_files=tuple(expand(p) for p in identities if p.lower() != "none"),
+            certificate_files=tuple(expand(p) for p in certificates if p.lower() != "none"),
             identities_only=flag("identitiesonly"),
             proxy_jump=None if jump is None or jump.lower() == "none" else jump,
             host_key_policy=policy,

@@ -53,7 +53,7 @@ class ParallelSSHClient:
                  proxy_pkey: Union[str, bytes, None] = None, forward_ssh_agent: bool = False,
                  compress: Optional[bool] = None, ipv6_only: bool = False,
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
-                 proxy_jump: Optional[str] = None) -> None:
+                 proxy_jump: Optional[str] = None, cert_file: Optional[str] = None) -> None:
         if isinstance(hosts, str):
             raise TypeError("hosts must be a list of host names, not a string")
         self.hosts = list(hosts)
@@ -75,7 +75,8 @@ class ParallelSSHClient:
                               proxy_user=proxy_user, proxy_password=proxy_password,
                               proxy_pkey=proxy_pkey, forward_ssh_agent=forward_ssh_agent,
                               compress=compress, ipv6_only=ipv6_only, ssh_config=ssh_config,
-                              proxy_jump=proxy_jump, jump_hosts=self._jumps)
+                              proxy_jump=proxy_jump, cert_file=cert_file,
+                              jump_hosts=self._jumps)
         self._clients: dict = {}
         self.pool = Pool(pool_size)
         raise_open_file_limit(len(self.hosts) + 64)

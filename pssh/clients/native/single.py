@@ -87,7 +87,8 @@ class SSHClient(TransferMixin):
     arguments always win. ``proxy_host`` (with ``proxy_port``, ``proxy_user``,
     ``proxy_password``, ``proxy_pkey``; the key defaults to ``pkey``) or the
     ``proxy_jump`` (OpenSSH ``-J`` syntax: ``[user@]host[:port],...``) or the
-    config's ``ProxyJump`` chain reach the host through jump hosts.
+    config's ``ProxyJump`` chain reach the host through jump hosts. ``cert_file``:
+    an OpenSSH certificate for ``pkey`` (``<key>-cert.pub`` is found by itself).
     """
 
     def __init__(self, host: str, user: Optional[str] = None, password: Optional[str] = None,
@@ -103,7 +104,8 @@ class SSHClient(TransferMixin):
                  proxy_pkey: Union[str, bytes, None] = None, forward_ssh_agent: bool = False,
                  compress: Optional[bool] = None, ipv6_only: bool = False,
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
-                 proxy_jump: Optional[str] = None, jump_hosts: Optional[JumpHosts] = None,
+                 proxy_jump: Optional[str] = None, cert_file: Optional[str] = None,
+                 jump_hosts: Optional[JumpHosts] = None,
                  _via: Optional["SSHClient"] = None
                  ) -> None:
         config = _config(ssh_config)
@@ -115,6 +117,8 @@ class SSHClient(TransferMixin):
         self.password = password
         self.pkey = pkey
         self.passphrase = passphrase
+        self.cert_file = os.path.expanduser(cert_file) if cert_file \
+            else options.certificate_files[0] if options.certificate_files else None
         self.alias = alias
         self.num_retries = num_retries
         self.retry_delay = retry_delay
@@ -293,20 +297,30 @@ class SSHClient(TransferMixin):
                 if not os.path.exists(path):
                     raise exc.PKeyFileError(f"private key file {path!r} not found",
                                             self.host, self.port)
-                yield f"key {path}", lambda: session.userauth_publickey_fromfile(
-                    user, path, self.passphrase or "")
+                yield from self._key_file_methods(path, self.cert_file)
         if self.allow_agent and os.environ.get("SSH_AUTH_SOCK"):
             yield from self._agent_methods()
         if self.identity_auth and self.pkey is None:
             for path in self.identity_files:
                 if os.path.exists(path):
-                    yield f"key {path}", (lambda p=path: session.userauth_publickey_fromfile(
-                        user, p, self.passphrase or ""))
+                    yield from self._key_file_methods(path, self.cert_file)
         if self.password is not None:
             yield "password", lambda: session.userauth_password(user, self.password)
             if self.keyboard_interactive:
                 yield "keyboard-interactive", lambda: session.userauth_keyboardinteractive(
                     user, self.password)
+
+    def _key_file_methods(self, path: str, cert_file: Optional[str]):
+        """A key file, preceded by its certificate (``cert_file``, else ``<key>-cert.pub``)."""
+        session, user, passphrase = self.session, self.user, self.passphrase or ""
+        cert = cert_file or (path + "-cert.pub" if os.path.exists(path + "-cert.pub") else None)
+        if cert is not None:
+            if not os.path.exists(cert):
+                raise exc.PKeyFileError(f"certificate file {cert!r} not found",
+                                        self.host, self.port)
+            yield f"certificate {cert}", lambda: session.userauth_publickey_fromfile(
+                user, path, passphrase, cert)
+        yield f"key {path}", lambda: session.userauth_publickey_fromfile(user, path, passphrase)
 
     def _agent_methods(self):
         try:
