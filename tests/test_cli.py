@@ -187,3 +187,36 @@ def test_embedded_hosts(tmp_path):
     records = [json.loads(line) for line in result.stdout.splitlines()]
     assert sorted(r["host"] for r in records) == ["127.0.0.1", "127.0.0.2"]
     assert all(r["stdout"] == "up" for r in records)
+
+
+def test_password_prompt_is_not_echoed(tmp_path):
+    """-A asks on the terminal (script(1)'s pseudo-terminal) and logs in with the answer."""
+    import select
+    import time
+
+    with ServerGroup(1, first_address=86, password="s3cret pw") as group:
+        command = [sys.executable, "-m", "pssh", "run", "-H", group.hosts[0], "--port",
+                   str(group.port), "-A", "--no-agent", "-F", "none", "--known-hosts",
+                   str(tmp_path / "kh"), "--progress", "never", "--", "echo logged in"]
+        proc = subprocess.Popen(
+            ["script", "-qec", subprocess.list2cmdline(command), "/dev/null"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            env=dict(ENV, TERM="xterm", HOME=str(tmp_path)))
+        screen, answered = b"", False
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if select.select([proc.stdout], [], [], 0.5)[0]:
+                chunk = os.read(proc.stdout.fileno(), 4096)
+                if not chunk:
+                    break
+                screen += chunk
+            if not answered and b"Password:" in screen:
+                proc.stdin.write(b"s3cret pw\n")  # typed only once asked, as a person would
+                proc.stdin.flush()
+                answered = True
+        proc.kill()
+        proc.wait()
+    text = screen.decode(errors="replace")
+    assert answered, text
+    assert "s3cret" not in text  # not echoed
+    assert f"[{group.hosts[0]}] logged in" in text, text

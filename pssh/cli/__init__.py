@@ -92,7 +92,10 @@ def _settings(args, settings: dict) -> dict:
                   ssh_config=config, proxy_jump=args.jump, num_retries=1, retry_delay=0.5)
     merged.update({k: v for k, v in settings.items() if getattr(args, k, None) is None})
     if args.askpass:
-        merged["password"] = getpass.getpass("Password: ")
+        try:
+            merged["password"] = getpass.getpass("Password: ")
+        except EOFError:
+            raise UsageError("-A: no password given (end of input)") from None
         merged["keyboard_interactive"] = True
     return merged
 
