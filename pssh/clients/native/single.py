@@ -146,6 +146,7 @@ class SSHClient(TransferMixin):
         self._waiters: set = set()
         self._keepalive: Optional[gevent.Greenlet] = None
         self._tunnel: Optional[Tunnel] = None
+        self._quickack = False
         self._own_jumps = jump_hosts is None
         self._jumps = jump_hosts or JumpHosts(SSHClient)
         if _via is None:
@@ -213,6 +214,11 @@ class SSHClient(TransferMixin):
         while True:
             result = fn(*args)
             if type(result) is int and result == LIBSSH2_ERROR_EAGAIN:
+                if self._quickack:
+                    # Acknowledge the reply at once: sshd (Nagle on for non-pty
+                    # sessions) holds its next packet until our ACK, which
+                    # delayed ACK would postpone ~40 ms (first channel after auth).
+                    self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
                 self.wait(timeout, what or getattr(fn, "__name__", "waiting"))
                 continue
             self.wake()
@@ -241,6 +247,7 @@ class SSHClient(TransferMixin):
         for attempt in range(self.num_retries + 1):
             try:
                 self.sock = self._open_socket(via)
+                self._quickack = self.sock.family in (socket.AF_INET, socket.AF_INET6)
                 break
             except socket.gaierror as err:
                 raise exc.UnknownHostError(f"cannot resolve host name {self.hostname!r}: "
