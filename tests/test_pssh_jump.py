@@ -58,7 +58,7 @@ Host web*
 
 
 def test_explicit_arguments_win_over_config(group, tmp_path, known_hosts):
-    path = write_config(tmp_path, group, f"Host *\n    Port 1\n    User nobody-here\n")
+    path = write_config(tmp_path, group, "Host *\n    Port 1\n    User nobody-here\n")
     client = SSHClient(T1, port=group.port, user=group.servers[0].user,
                        pkey=group.keys.private(), known_hosts=known_hosts, allow_agent=False,
                        identity_auth=False, ssh_config=path, timeout=10)
