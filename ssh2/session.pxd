@@ -1,5 +1,6 @@
 from cpython.pythread cimport PyThread_type_lock, PyThread_acquire_lock, PyThread_release_lock
 from ssh2.c.libssh2 cimport LIBSSH2_SESSION
+from ssh2.utils cimport FdIdentity
 
 # Kinds of child handle whose release may need the network (see Session._release).
 cdef enum ChildKind:
@@ -16,6 +17,7 @@ cdef class Session:
     cdef PyThread_type_lock _lock
     cdef object _sock
     cdef int _fd
+    cdef FdIdentity _fd_identity
     cdef bint _sock_was_blocking
     cdef bint _dead
     cdef bint _prefs_applied
@@ -26,7 +28,7 @@ cdef class Session:
 
     cdef int _check(self) except -1
     cdef int _check_unauthenticated(self) except -1
-    cdef bint _socket_closed(self)
+    cdef bint _socket_closed(self) noexcept
     cdef void _mark_dead(self) noexcept
     cdef void _release(self, int kind, void *ptr) noexcept
     cdef int _drain_deferred(self) except -1

@@ -16,7 +16,7 @@ from ssh2.listener cimport PyListener
 from ssh2.knownhost cimport PyKnownHost
 from ssh2.agent cimport Agent, PyAgent
 from ssh2.fileinfo cimport PyFileInfo
-from ssh2.utils cimport to_bytes, sock_fd, set_tcp_nodelay, fd_is_blocking, \
+from ssh2.utils cimport to_bytes, sock_fd, fd_identity, fd_is, set_tcp_nodelay, fd_is_blocking, \
     set_fd_nonblocking, set_fd_blocking
 
 import logging
@@ -185,13 +185,13 @@ cdef class Session:
 
     # -- internal ------------------------------------------------------------
 
-    cdef bint _socket_closed(self):
-        if self._sock is None:
+    cdef bint _socket_closed(self) noexcept:
+        # Pure C on purpose: this runs in finalisers, where the socket object
+        # may already be half-cleared by the cycle collector (a gevent socket
+        # then recurses forever in __getattr__ if asked for its fileno()).
+        if self._fd < 0:
             return False
-        try:
-            return sock_fd(self._sock) != self._fd
-        except Exception:
-            return True
+        return not fd_is(self._fd, self._fd_identity)
 
     cdef void _mark_dead(self) noexcept:
         if not self._dead and self._session is not NULL:
@@ -328,6 +328,7 @@ cdef class Session:
         if self._sock is None:
             self._sock = sock
             self._fd = fd
+            self._fd_identity = fd_identity(fd)
             set_tcp_nodelay(fd)
             # libssh2 would otherwise restore blocking mode on the fd when the
             # session is freed, even if the fd then belongs to someone else.

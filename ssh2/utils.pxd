@@ -1,5 +1,15 @@
 cdef bytes to_bytes(object value)
 cdef int sock_fd(object sock) except -1
+
+# Which open file an fd number refers to, to tell a live socket from a
+# closed one whose number was reused.
+cdef struct FdIdentity:
+    bint valid
+    unsigned long long dev
+    unsigned long long ino
+
+cdef FdIdentity fd_identity(int fd) noexcept nogil
+cdef bint fd_is(int fd, FdIdentity ident) noexcept nogil
 cdef void set_tcp_nodelay(int fd) noexcept nogil
 cdef bint fd_is_blocking(int fd) noexcept nogil
 cdef void set_fd_nonblocking(int fd) noexcept nogil

@@ -2,6 +2,7 @@
 """Helpers: libssh2 version, waiting on a session's socket, error codes."""
 from libc.errno cimport errno, EINTR
 from posix.fcntl cimport fcntl, F_GETFL, F_SETFL, O_NONBLOCK
+from posix.stat cimport struct_stat, fstat
 
 from ssh2.c cimport libssh2 as c
 from ssh2.session cimport Session
@@ -54,6 +55,22 @@ cdef int sock_fd(object sock) except -1:
     if fd < 0:
         raise _exc.BadSocketError("the socket is closed (fileno() is -1)")
     return fd
+
+
+cdef FdIdentity fd_identity(int fd) noexcept nogil:
+    cdef struct_stat st
+    cdef FdIdentity ident
+    ident.valid = fstat(fd, &st) == 0
+    ident.dev = st.st_dev if ident.valid else 0
+    ident.ino = st.st_ino if ident.valid else 0
+    return ident
+
+
+cdef bint fd_is(int fd, FdIdentity ident) noexcept nogil:
+    # A closed fd number may already belong to a new socket: same number is
+    # not enough, the inode (unique per socket in sockfs) must match too.
+    cdef FdIdentity now = fd_identity(fd)
+    return now.valid and ident.valid and now.dev == ident.dev and now.ino == ident.ino
 
 
 cdef void set_tcp_nodelay(int fd) noexcept nogil:

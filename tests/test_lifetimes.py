@@ -5,6 +5,7 @@ import os
 import socket
 
 import pytest
+from gevent import socket as gsocket
 
 from conftest import connect, read_all, run
 from ssh2 import exceptions as exc
@@ -113,6 +114,32 @@ def test_session_free_restores_blocking_socket(server):
     gc.collect()
     assert not fcntl.fcntl(sock.fileno(), fcntl.F_GETFL) & os.O_NONBLOCK
     sock.close()
+
+
+def test_cycle_collection_never_calls_into_a_half_cleared_socket(server):
+    # The collector may clear a socket's slots before the session and channel
+    # in the same cycle are freed. Asking a cleared gevent socket for its
+    # fileno() recursed in its __getattr__ until CPython aborted ("Cannot
+    # recover from stack overflow"), seen once in the 210-host test.
+    touched = []
+
+    class TrackedSocket(gsocket.socket):
+        def __getattr__(self, name):  # reached only for slots already cleared
+            touched.append(name)
+            raise AttributeError(name)
+
+    for blocking in (True, False):
+        sock = TrackedSocket()
+        sock.connect((server.address, server.port))
+        os.set_blocking(sock.fileno(), blocking)  # a blocking fd is restored on free
+        session = Session()
+        session.handshake(sock)
+        session.userauth_publickey_fromfile(server.user, server.keys.private())
+        chan = session.open_session()
+        sock.cycle = (session, chan)  # now reachable only through each other
+        del sock, session, chan
+        gc.collect()
+    assert touched == []
 
 
 def test_nonblocking_dealloc_of_open_channel_is_deferred_then_completed(server):
