@@ -115,7 +115,7 @@ def main(argv=None) -> int:
         print(f"| {lib} | " + " | ".join(f"{med[(lib, c)]:.0f}" if (lib, c) in med else "n/a"
                                          for c in args.ciphers) + " |")
     cmed = {k: statistics.median(v) for k, v in cpu.items() if v}
-    print(f"\nClient CPU per 100 MB (ms, median, process start-up and login included)\n")
+    print("\nClient CPU per 100 MB (ms, median, process start-up and login included)\n")
     print("| library | " + " | ".join(args.ciphers) + " |")
     print("|---|" + "---:|" * len(args.ciphers))
     for lib in args.libs:

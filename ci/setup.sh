@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential dpkg-dev pkg-config libssl-dev zlib1g-dev
-          openssh-server openssh-client python3-venv python3-dev)
+          openssh-server openssh-client python3-venv python3-dev
+          influxdb victoria-metrics)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -24,7 +25,7 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 .venv/bin/pip install -q --upgrade pip
-echo "[setup] building and installing (pip install .[test])"
-.venv/bin/pip install -q ".[test]"
+echo "[setup] building and installing (pip install .[test,bench])"
+.venv/bin/pip install -q ".[test,bench]"
 # From / so that the installed package, not the source tree, is imported.
 (cd / && "$OLDPWD/.venv/bin/python" -c "import ssh2.utils; print('[setup] ssh2 with libssh2', ssh2.utils.version())")

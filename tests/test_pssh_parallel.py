@@ -8,7 +8,6 @@ import pytest
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
 from pssh.config import HostConfig
-from pssh.known_hosts import fingerprint
 from pssh.sshd import ServerGroup
 
 

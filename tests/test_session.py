@@ -8,7 +8,7 @@ from ssh2 import exceptions as exc
 from ssh2.session import (LIBSSH2_HOSTKEY_HASH_MD5, LIBSSH2_HOSTKEY_HASH_SHA1,
                           LIBSSH2_HOSTKEY_HASH_SHA256, LIBSSH2_HOSTKEY_TYPE_ED25519,
                           LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC, LIBSSH2_METHOD_HOSTKEY,
-                          LIBSSH2_METHOD_KEX, LIBSSH2_SESSION_BLOCK_INBOUND, Session)
+                          LIBSSH2_METHOD_KEX, Session)
 from ssh2.utils import version
 
 

@@ -1,0 +1,80 @@
+"""Which Python runs each library, and the virtualenvs for peers that clash.
+
+ssh2-python's module is also called ``ssh2``: it can never share an
+interpreter with ours, so it runs from its own virtualenv. paramiko and
+asyncssh run under the current interpreter when installed there
+(``pip install 'pssh2[bench]'``), otherwise from a virtualenv of their own.
+"""
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Dict, Optional
+
+log = logging.getLogger(__name__)
+
+OURS = ("ours-blocking", "ours-nonblocking")
+# library -> (virtualenv folder, what pip installs there, module to import)
+VENVS = {
+    "ssh2-python": (".venv-ssh2python", ["ssh2-python"], "ssh2"),
+    "paramiko": (".venv-bench", ["paramiko>=3", "asyncssh>=2.14"], "paramiko"),
+    "asyncssh": (".venv-bench", ["paramiko>=3", "asyncssh>=2.14"], "asyncssh"),
+}
+
+
+class PeerUnavailable(RuntimeError):
+    """A library cannot be run here (not installed, no virtualenv)."""
+
+
+def default_venv_dir() -> Path:
+    """$BENCH_VENV_DIR, else the current directory."""
+    return Path(os.environ.get("BENCH_VENV_DIR") or os.getcwd())
+
+
+def interpreter(library: str, venv_dir: Path, create: bool = False) -> str:
+    """The Python executable that runs ``library``'s sessions."""
+    if library in OURS:
+        return sys.executable
+    if library not in VENVS:
+        raise PeerUnavailable(f"unknown library {library!r}")
+    folder, requirements, module = VENVS[library]
+    if module != "ssh2" and importlib.util.find_spec(module) is not None:
+        return sys.executable
+    python = venv_dir / folder / "bin" / "python"
+    if python.exists() and _imports(str(python), module):
+        return str(python)
+    if not create:
+        hint = ("--setup-peers creates it" if module == "ssh2"
+                else "pip install 'pssh2[bench]', or --setup-peers")
+        raise PeerUnavailable(f"{library}: not installed for {sys.executable} and no "
+                              f"virtualenv at {venv_dir / folder} ({hint})")
+    _create(venv_dir / folder, requirements)
+    if not _imports(str(python), module):
+        raise PeerUnavailable(f"{library}: installed into {venv_dir / folder} but "
+                              f"'import {module}' fails there")
+    return str(python)
+
+
+def environment(library: str, python: str) -> Dict[str, str]:
+    """The worker's environment: a peer's virtualenv must not see our tree."""
+    env = dict(os.environ)
+    if python != sys.executable:
+        env.pop("PYTHONPATH", None)
+    return env
+
+
+def _imports(python: str, module: str) -> bool:
+    return subprocess.run([python, "-c", f"import {module}"], cwd="/",
+                          env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"},
+                          capture_output=True).returncode == 0
+
+
+def _create(folder: Path, requirements, python: Optional[str] = None) -> None:
+    log.warning("creating virtualenv %s with %s", folder, " ".join(requirements))
+    subprocess.run([python or sys.executable, "-m", "venv", str(folder)], check=True)
+    subprocess.run([str(folder / "bin" / "pip"), "install", "-q", *requirements],
+                   check=True)

@@ -1,0 +1,153 @@
+"""The ramp: sessions in parallel threads, concurrency stepping from 1 to 50.
+
+For every step (N threads) and every library, one worker process
+(``_ramp_worker.py``, under the library's interpreter) runs N threads of back
+to back sessions for a fixed time against the same loopback sshd. The order
+of libraries rotates from step to step so that drift in machine load does
+not always favour the same one. Each finished session comes back as a JSON
+line; this process writes it to the raw file and the database sinks at once,
+so nothing the measured threads do waits on storage or the network.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
+
+from benchmarks import peers, report
+from benchmarks.sessions import Target
+from benchmarks.sinks import RawFile, session_points
+
+log = logging.getLogger(__name__)
+
+WORKER = Path(__file__).resolve().parent / "_ramp_worker.py"
+CAT_SIZE = 26 * 1024          # the post's 26 KB file, read with cat
+SFTP_SIZE = 11 * 1024 * 1024  # the post's 11 MB file, read over SFTP
+
+
+@dataclass
+class StepResult:
+    library: str
+    concurrency: int
+    sessions: int = 0
+    errors: int = 0
+    cpu: Optional[float] = None     # worker CPU seconds for the step
+    failure: Optional[str] = None   # the worker itself failed
+
+
+@dataclass
+class RampResult:
+    run_id: str
+    records: List[dict] = field(default_factory=list)
+    steps: List[StepResult] = field(default_factory=list)
+    versions: dict = field(default_factory=dict)
+
+
+def make_files(directory: Path) -> tuple:
+    """The files the sessions read: random bytes, so compression cannot help."""
+    cat_path, sftp_path = directory / "cat_26k.bin", directory / "sftp_11m.bin"
+    cat_path.write_bytes(os.urandom(CAT_SIZE))
+    sftp_path.write_bytes(os.urandom(SFTP_SIZE))
+    return cat_path, sftp_path
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
+class Ramp:
+    """One run: ``libraries`` x ``steps``, ``seconds`` per step and library.
+
+    ``sinks``: objects with ``write(points)``; ``on_event(kind, **info)`` is
+    told about progress ("step", "session", "step_done").
+    """
+
+    def __init__(self, target: Target, libraries: Sequence[str], steps: Sequence[int],
+                 seconds: float, interpreters: dict, raw: Optional[RawFile] = None,
+                 sinks: Sequence = (), baseline: Optional[str] = None,
+                 run_id: Optional[str] = None, host: Optional[str] = None,
+                 on_event: Optional[Callable] = None) -> None:
+        self.target = target
+        self.libraries = list(libraries)
+        self.steps = list(steps)
+        self.seconds = seconds
+        self.interpreters = interpreters
+        self.raw = raw
+        self.sinks = list(sinks)
+        self.baseline = baseline if baseline in self.libraries else None
+        self.result = RampResult(run_id or new_run_id())
+        self.host = host or socket.gethostname()
+        self.on_event = on_event or (lambda kind, **info: None)
+
+    def run(self) -> RampResult:
+        for index, concurrency in enumerate(self.steps):
+            shift = index % len(self.libraries)
+            for library in self.libraries[shift:] + self.libraries[:shift]:
+                self.on_event("step", library=library, concurrency=concurrency)
+                step = self._run_step(library, concurrency)
+                self.result.steps.append(step)
+                self.on_event("step_done", step=step)
+            points = report.step_points(self.result.records, concurrency, self.baseline,
+                                        self.result.run_id, self.host, time.time_ns())
+            for sink in self.sinks:
+                sink.write(points)
+        return self.result
+
+    def _run_step(self, library: str, concurrency: int) -> StepResult:
+        step = StepResult(library, concurrency)
+        python = self.interpreters[library]
+        config = {"library": library, "threads": concurrency, "seconds": self.seconds,
+                  "target": self.target.__dict__}
+        with tempfile.TemporaryFile() as stderr:
+            proc = subprocess.Popen([python, str(WORKER), json.dumps(config)],
+                                    stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                    env=peers.environment(library, python), cwd="/")
+            try:
+                for line in proc.stdout:
+                    self._handle(json.loads(line), library, concurrency, step)
+                proc.wait(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+            if proc.returncode != 0:
+                stderr.seek(0)
+                lines = stderr.read().decode(errors="replace").strip().splitlines()
+                step.failure = lines[-1] if lines else f"exit status {proc.returncode}"
+                log.error("%s at %d threads: worker failed: %s", library, concurrency,
+                          step.failure)
+        return step
+
+    def _handle(self, message: dict, library: str, concurrency: int, step: StepResult) -> None:
+        event = message.get("event")
+        if event == "start":
+            self.result.versions[library] = message.get("version")
+        elif event == "end":
+            step.cpu = message.get("cpu")
+        elif event == "session":
+            record = {"run_id": self.result.run_id, "host": self.host, "library": library,
+                      "version": self.result.versions.get(library),
+                      "concurrency": concurrency, "thread": message["thread"],
+                      "time": message["time"]}
+            if "error" in message:
+                record["error"] = message["error"]
+                step.errors += 1
+                log.debug("%s session failed: %s", library, message["error"])
+            else:
+                record["ops"] = message["ops"]
+                step.sessions += 1
+            self.result.records.append(record)
+            if self.raw is not None:
+                self.raw.write(record)
+            points = session_points(record)
+            for sink in self.sinks:
+                sink.write(points)
+            self.on_event("session", record=record)

@@ -1,0 +1,241 @@
+"""The ramp harness end to end: real sshd, real InfluxDB 1.x, real VictoriaMetrics
+(InfluxDB 2.x write API), real peer libraries; results read back from the servers."""
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import benchmarks
+from benchmarks.servers import InfluxDB1, VictoriaMetrics
+from benchmarks.sessions import OPERATIONS
+from benchmarks.sinks import read_raw
+
+DASHBOARD = Path(benchmarks.__file__).parent / "grafana" / "dashboard.json"
+OPS_WITHOUT_EXECUTE = tuple(op for op in OPERATIONS if op != "execute")
+
+
+def bench(*args, timeout=300):
+    return subprocess.run([sys.executable, "-m", "benchmarks", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def ramp(out, *args, libs=("ours-blocking", "paramiko"), steps=("1", "2")):
+    result = bench("run", "--libs", *libs, "--steps", *steps, "--seconds", "1",
+                   "--out", str(out), *args)
+    assert result.returncode == 0, result.stderr
+    raw = next(out.glob("sessions.*"))
+    return result, read_raw(str(raw))
+
+
+def expected_points(records):
+    """(library, operation) -> number of timings the run measured."""
+    return Counter((r["library"], op) for r in records for op in r.get("ops", {}))
+
+
+@pytest.fixture(scope="module")
+def influx():
+    with InfluxDB1() as server:
+        yield server
+
+
+def wait_for(probe, want, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        got = probe()
+        if got == want or time.monotonic() > deadline:
+            return got
+        time.sleep(0.3)
+
+
+def test_ramp_records_every_operation_and_draws_the_table_and_charts(tmp_path):
+    libs = ("ours-blocking", "ours-nonblocking", "paramiko", "asyncssh")
+    result, records = ramp(tmp_path, "--format", "csv", libs=libs)
+    for lib in libs:
+        for step in (1, 2):
+            mine = [r for r in records if r["library"] == lib and r["concurrency"] == step]
+            assert mine and all("error" not in r for r in mine), (lib, step)
+            assert {r["thread"] for r in mine} == set(range(step))
+            for record in mine:
+                want = OPS_WITHOUT_EXECUTE if lib == "asyncssh" else OPERATIONS
+                assert set(record["ops"]) == set(want)
+                assert all(v > 0 for v in record["ops"].values())
+                assert record["ops"]["total"] >= record["ops"]["sftp_read"]
+    # The relative table: a row per operation, ratios against paramiko.
+    table = (tmp_path / "report.md").read_text()
+    assert table == result.stdout
+    for op in OPERATIONS:
+        assert f"| {op} |" in table
+    assert "ours-blocking vs paramiko" in table and "asyncssh vs paramiko" in table
+    from matplotlib.image import imread
+    charts = sorted(tmp_path.glob("*.png"))
+    assert [c.name for c in charts] == ["ramp_all_operations.png", "ramp_by_operation.png",
+                                        "ramp_small_operations.png"]
+    for chart in charts:
+        height, width, _ = imread(chart).shape
+        assert width > 800 and height > 300
+    # The same tables again from the raw file alone.
+    again = bench("report", str(tmp_path / "sessions.csv"), "--no-plots")
+    assert again.returncode == 0 and "| sftp_read |" in again.stdout
+
+
+def test_influxdb1_http_api_and_graphite_input_hold_every_timing(influx, tmp_path):
+    result, records = ramp(tmp_path, "--influx-url", influx.url, "--influx-db", "bench",
+                           "--graphite", influx.graphite_address)
+    run_id = records[0]["run_id"]
+    want = expected_points(records)
+    total = sum(want.values()) + 2 * 2 * len(OPERATIONS)  # + one step point per lib/op/step
+    assert f"{total} points written" in result.stderr
+    assert "NOT sent" not in result.stderr
+
+    def counts(database):
+        res = influx.query(f'SELECT count("seconds") FROM "ssh_bench" WHERE "run_id" = '
+                           f"'{run_id}' GROUP BY \"library\", \"operation\"", database)
+        return Counter({(s["tags"]["library"], s["tags"]["operation"]): s["values"][0][1]
+                        for s in res.get("series", [])})
+
+    for database in ("bench", influx.graphite_db):
+        assert wait_for(lambda: counts(database), want) == want, database
+        tags = influx.query(f'SHOW TAG VALUES FROM "ssh_bench" WITH KEY IN ("concurrency", '
+                            f'"host", "thread") WHERE "run_id" = \'{run_id}\'', database)
+        values = {(k, v) for k, v in tags["series"][0]["values"]}
+        assert values == {("concurrency", "1"), ("concurrency", "2"), ("thread", "0"),
+                          ("thread", "1"), ("host", records[0]["host"].replace(".", "_")
+                                            if database == influx.graphite_db
+                                            else records[0]["host"])}
+        steps = influx.query(f'SELECT "median", "ratio" FROM "ssh_bench_step" WHERE '
+                             f"\"run_id\" = '{run_id}' AND \"operation\" = 'total' "
+                             f'GROUP BY "library", "concurrency"', database)["series"]
+        ratios = {(s["tags"]["library"], s["tags"]["concurrency"]): s["values"][0][2]
+                  for s in steps}
+        assert ratios[("paramiko", "1")] == pytest.approx(1.0)
+        assert len(ratios) == 4 and all(r > 0 for r in ratios.values())
+
+
+def dashboard_queries():
+    data = json.loads(DASHBOARD.read_text())
+    queries = [(panel["title"], target["query"]) for panel in data["panels"]
+               for target in panel.get("targets", [])]
+    queries += [(f"variable {v['name']}", v["query"]) for v in data["templating"]["list"]
+                if v["type"] == "query"]
+    return queries
+
+
+def test_every_dashboard_query_returns_data_from_influxdb(influx, tmp_path):
+    _, records = ramp(tmp_path, "--influx-url", influx.url, "--influx-db", "dash")
+    substitutions = {"$timeFilter": "time > now() - 1h", "$__interval": "1s",
+                     "$run_id": records[0]["run_id"], "$library": "(ours-blocking|paramiko)",
+                     "$operation": "total"}
+    queries = dashboard_queries()
+    assert len(queries) >= 7
+    for title, query in queries:
+        for name, value in substitutions.items():
+            query = query.replace(name, value)
+        assert not re.search(r"\$[\w{]", query), f"{title}: variable left in {query}"
+        result = influx.query(query, "dash")
+        series = result.get("series", [])
+        assert series and all(s["values"] for s in series), f"{title}: no data for {query}"
+
+
+def test_dashboard_json_parses_with_the_grafana_schema():
+    from grafana_foundation_sdk.cog import plugins, runtime
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.dashboard import Dashboard, DataSourceRef, RowPanel
+    plugins.register_default_plugins()
+    raw = json.loads(DASHBOARD.read_text())
+    dashboard = Dashboard.from_json(raw)
+    assert dashboard.uid == raw["uid"] and dashboard.title
+    variables = {v.name: v for v in dashboard.templating.list_val}
+    assert variables["datasource"].type_val == "datasource"
+    assert {"run_id", "library", "operation"} <= set(variables)
+    assert len(dashboard.panels) == len(raw["panels"])
+    for panel, source in zip(dashboard.panels, raw["panels"]):
+        if isinstance(panel, RowPanel):
+            continue
+        # A known panel type whose options decode into its typed model.
+        assert runtime.panelcfg_config(panel.type_val) is not None, panel.type_val
+        assert not isinstance(panel.options, dict), f"{panel.title}: options not decoded"
+        assert isinstance(panel.datasource, DataSourceRef)
+        assert panel.datasource.uid == "${datasource}"
+        assert panel.targets, panel.title
+        # Nothing the schema knows is lost in a round trip.
+        again = json.loads(json.dumps(panel, cls=JSONEncoder))
+        assert again["targets"] == source["targets"]
+        assert again["transformations"] == source.get("transformations", [])
+
+
+def test_influxdb2_write_api_into_victoria_metrics(tmp_path):
+    with VictoriaMetrics() as vm:
+        result, records = ramp(tmp_path, "--influx-url", vm.url, "--influx-token", "t",
+                               "--influx-org", "o", "--influx-bucket", "ssh",
+                               libs=("ours-nonblocking",), steps=("2",))
+        want = expected_points(records)
+        assert f"{sum(want.values()) + len(OPERATIONS)} points written" in result.stderr
+
+        def counts():
+            got = Counter()
+            for series in vm.export('{__name__="ssh_bench_seconds"}'):
+                labels = series["metric"]
+                got[(labels["library"], labels["operation"])] += len(series["values"])
+            return got
+
+        assert wait_for(counts, want) == want
+        labels = vm.export('{__name__="ssh_bench_seconds"}')[0]["metric"]
+        assert labels["run_id"] == records[0]["run_id"] and labels["concurrency"] == "2"
+        assert labels["host"] == records[0]["host"] and labels["thread"] in ("0", "1")
+        ratio = vm.export('{__name__="ssh_bench_step_median"}')
+        assert len(ratio) == len(OPERATIONS)
+
+
+def test_database_down_run_completes_and_says_what_was_not_sent(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]     # nothing listens here once closed
+    started = time.monotonic()
+    result, records = ramp(tmp_path, "--influx-url", f"http://127.0.0.1:{dead}",
+                           "--influx-db", "bench", "--graphite", f"127.0.0.1:{dead}",
+                           libs=("ours-blocking",), steps=("1",))
+    assert time.monotonic() - started < 60
+    total = sum(expected_points(records).values()) + len(OPERATIONS)
+    assert records and all("ops" in r for r in records)
+    assert f"0 points written, {total} NOT sent" in result.stderr
+    assert result.stderr.count("NOT sent") == 2   # InfluxDB and Graphite both reported
+
+
+def test_ssh2_python_runs_from_a_virtualenv_the_harness_creates(tmp_path):
+    venvs = tmp_path / "venvs"
+    result = bench("run", "--libs", "ssh2-python", "--steps", "1", "--seconds", "1",
+                   "--setup-peers", "--venv-dir", str(venvs), "--out", str(tmp_path / "out"),
+                   "--no-plots", timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert (venvs / ".venv-ssh2python" / "bin" / "python").exists()
+    records = read_raw(str(tmp_path / "out" / "sessions.jsonl"))
+    assert records and all(set(r["ops"]) == set(OPERATIONS) for r in records)
+    # Its own ssh2 module, not ours.
+    assert records[0]["version"].startswith("1.") and "ssh2-python" in result.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--libs", "nosuchlib"], "invalid choice"),
+    (["run", "--influx-url", "http://127.0.0.1:1"], "needs --influx-db"),
+    (["run", "--influx-url", "http://x", "--influx-token", "t"], "--influx-org"),
+    (["run", "--graphite", "nohostport"], "HOST:PORT"),
+    (["run", "--steps", "0"], "steps must be >= 1"),
+    (["run", "--libs", "ssh2-python", "--venv-dir", "/nonexistent"], "--setup-peers"),
+])
+def test_usage_errors_are_one_line_and_exit_2(args, message):
+    result = bench(*args)
+    assert result.returncode == 2
+    assert message in result.stderr
+
+
+def test_help_lists_the_options_and_examples():
+    result = bench("run", "--help")
+    assert result.returncode == 0
+    for text in ("--quick", "--influx-bucket", "--graphite", "--cipher", "examples:"):
+        assert text in result.stdout
