@@ -11,6 +11,7 @@ Other benchmarks: python -m benchmarks.fanout, .sftp_throughput, .pool_size,
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import platform
 import shlex
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import List, Optional
 
 from benchmarks import peers, report
-from benchmarks.ramp import CAT_SIZE, SFTP_SIZE, Ramp, make_files, new_run_id
+from benchmarks.ramp import CAT_SIZE, SFTP_SIZE, Ramp, StepResult, make_files, new_run_id
 from benchmarks.sessions import DRIVERS, Target
 from benchmarks.sinks import GraphiteSink, InfluxV1Sink, InfluxV2Sink, RawFile, read_raw
 
@@ -201,7 +202,8 @@ def run(args, parser) -> int:
     sink_reports = [sink.close() for sink in sinks]
 
     text = summary_text(result.records, args.baseline, result.versions, steps, seconds,
-                        args.cipher, run_id)
+                        args.cipher, run_id, result.steps)
+    (out / "steps.json").write_text(json.dumps([s.__dict__ for s in result.steps], indent=1))
     (out / "report.md").write_text(text + "\n")
     print(text)
     for sink_report in sink_reports:
@@ -217,7 +219,8 @@ def run(args, parser) -> int:
     return 1 if failed else 0
 
 
-def summary_text(records, baseline, versions, steps, seconds, cipher, run_id) -> str:
+def summary_text(records, baseline, versions, steps, seconds, cipher, run_id,
+                 step_results=()) -> str:
     libs = ", ".join(f"{lib} {versions.get(lib) or ''}".strip() for lib in
                      report.libraries_in(records))
     return "\n".join([
@@ -237,7 +240,12 @@ def summary_text(records, baseline, versions, steps, seconds, cipher, run_id) ->
         "## Median session total by concurrency",
         "",
         report.concurrency_table(records),
-    ])
+    ] + ([
+        "",
+        "## Throughput and client CPU by concurrency",
+        "",
+        report.throughput_table(step_results),
+    ] if step_results else []))
 
 
 def report_command(args) -> int:
@@ -247,7 +255,11 @@ def report_command(args) -> int:
         return 2
     steps = sorted({r["concurrency"] for r in records})
     versions = {r["library"]: r.get("version") for r in records}
-    print(summary_text(records, args.baseline, versions, steps, 0, None, records[0]["run_id"]))
+    steps_file = args.raw.parent / "steps.json"
+    step_results = [StepResult(**s) for s in json.loads(steps_file.read_text())] \
+        if steps_file.exists() else []
+    print(summary_text(records, args.baseline, versions, steps, 0, None, records[0]["run_id"],
+                       step_results))
     if not args.no_plots:
         for path in report.plot(records, args.out or args.raw.parent):
             print(f"[bench] chart: {path}", file=sys.stderr)

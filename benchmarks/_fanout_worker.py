@@ -1,10 +1,12 @@
 """One timed fan-out in its own process: prints JSON {wall, cpu, maxrss_kib, ok}.
 
-    python _fanout_worker.py LIBRARY HOSTS PORT USER KEY COMMAND
+    python _fanout_worker.py LIBRARY HOSTS PORT USER KEY COMMAND [POOL]
 
 Connects to every host in HOSTS (comma-separated), authenticates with KEY,
 runs COMMAND, reads all output and the exit code; ``wall`` covers all of it.
-Host keys are not checked by any library here (same work for all).
+Host keys are not checked by any library here (same work for all). POOL:
+how many hosts at once (ours: pool_size; paramiko: threads); default all
+hosts for ours, min(50, hosts) threads for paramiko.
 """
 import json
 import resource
@@ -12,11 +14,11 @@ import sys
 import time
 
 
-def ours(hosts, port, user, key, command):
+def ours(hosts, port, user, key, command, pool=None):
     from pssh.clients import ParallelSSHClient
     client = ParallelSSHClient(hosts, port=port, user=user, pkey=key, allow_agent=False,
-                               identity_auth=False, host_key_policy="off", pool_size=len(hosts),
-                               timeout=60)
+                               identity_auth=False, host_key_policy="off",
+                               pool_size=pool or len(hosts), timeout=60)
     output = client.run_command(command)
     ok = 0
     for host_output in output:
@@ -58,7 +60,7 @@ def asyncssh_(hosts, port, user, key, command):
     return asyncio.run(main())
 
 
-def paramiko_(hosts, port, user, key, command):
+def paramiko_(hosts, port, user, key, command, pool=None):
     from concurrent.futures import ThreadPoolExecutor
 
     import paramiko
@@ -74,8 +76,8 @@ def paramiko_(hosts, port, user, key, command):
         client.close()
         return ok
 
-    with ThreadPoolExecutor(max_workers=min(50, len(hosts))) as pool:
-        return sum(pool.map(one, hosts))
+    with ThreadPoolExecutor(max_workers=pool or min(50, len(hosts))) as executor:
+        return sum(executor.map(one, hosts))
 
 
 def fabric_(hosts, port, user, key, command):
@@ -94,9 +96,10 @@ LIBRARIES = {"ours": ours, "parallel-ssh": parallel_ssh, "asyncssh": asyncssh_,
 def main():
     library, hosts, port, user, key, command = sys.argv[1:7]
     hosts = hosts.split(",")
+    extra = {"pool": int(sys.argv[7])} if len(sys.argv) > 7 else {}
     before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
-    ok = LIBRARIES[library](hosts, int(port), user, key, command)
+    ok = LIBRARIES[library](hosts, int(port), user, key, command, **extra)
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_SELF)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

@@ -26,14 +26,15 @@ VENVS = {"parallel-ssh": ".venv-parallel-ssh", "asyncssh": ".venv-bench",
          "paramiko": ".venv-bench", "fabric": ".venv-bench"}
 
 
-def run_once(library, hosts, group, command):
+def run_once(library, hosts, group, command, pool=None):
     venv = VENVS.get(library)
     python = str(ROOT / venv / "bin" / "python") if venv else sys.executable
     env = dict(os.environ)
     if venv:
         env.pop("PYTHONPATH", None)  # parallel-ssh's pssh must not meet ours
     out = subprocess.run([python, str(WORKER), library, ",".join(hosts), str(group.port),
-                          group.servers[0].user, group.keys.private(), command],
+                          group.servers[0].user, group.keys.private(), command,
+                          *([str(pool)] if pool else [])],
                          capture_output=True, text=True, env=env, cwd="/", timeout=600)
     if out.returncode != 0:
         print(f"{library} H={len(hosts)} failed: "

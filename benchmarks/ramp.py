@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ log = logging.getLogger(__name__)
 WORKER = Path(__file__).resolve().parent / "_ramp_worker.py"
 CAT_SIZE = 26 * 1024          # the post's 26 KB file, read with cat
 SFTP_SIZE = 11 * 1024 * 1024  # the post's 11 MB file, read over SFTP
+STEP_GRACE_SECONDS = 120
 
 
 @dataclass
@@ -40,6 +42,7 @@ class StepResult:
     sessions: int = 0
     errors: int = 0
     cpu: Optional[float] = None     # worker CPU seconds for the step
+    wall: Optional[float] = None    # seconds from start line to the last session's end
     failure: Optional[str] = None   # the worker itself failed
 
 
@@ -110,18 +113,27 @@ class Ramp:
             proc = subprocess.Popen([python, str(WORKER), json.dumps(config)],
                                     stdout=subprocess.PIPE, stderr=stderr, text=True,
                                     env=peers.environment(library, python), cwd="/")
+            # A session that never ends (a peer's bug, a wedged server) must
+            # not hang the run: the step gets its time plus a grace period.
+            limit = self.seconds + STEP_GRACE_SECONDS
+            killed = threading.Event()
+            watchdog = threading.Timer(limit, lambda: (killed.set(), proc.kill()))
+            watchdog.start()
             try:
                 for line in proc.stdout:
                     self._handle(json.loads(line), library, concurrency, step)
-                proc.wait(timeout=60)
+                proc.wait()
             finally:
+                watchdog.cancel()
                 if proc.poll() is None:
                     proc.kill()
                     proc.wait()
             if proc.returncode != 0:
                 stderr.seek(0)
                 lines = stderr.read().decode(errors="replace").strip().splitlines()
-                step.failure = lines[-1] if lines else f"exit status {proc.returncode}"
+                step.failure = (f"killed after {limit:g} s: a session did not finish"
+                                if killed.is_set() else
+                                lines[-1] if lines else f"exit status {proc.returncode}")
                 log.error("%s at %d threads: worker failed: %s", library, concurrency,
                           step.failure)
         return step
@@ -131,7 +143,7 @@ class Ramp:
         if event == "start":
             self.result.versions[library] = message.get("version")
         elif event == "end":
-            step.cpu = message.get("cpu")
+            step.cpu, step.wall = message.get("cpu"), message.get("wall")
         elif event == "session":
             record = {"run_id": self.result.run_id, "host": self.host, "library": library,
                       "version": self.result.versions.get(library),

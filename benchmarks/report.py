@@ -101,6 +101,27 @@ def concurrency_table(records: Sequence[dict], operation: str = "total") -> str:
     return "\n".join(lines)
 
 
+def throughput_table(steps: Sequence) -> str:
+    """Markdown: sessions completed per second and client CPU per session, per
+    step and library. At saturation these, not per-operation latencies, say
+    which library does more with the machine."""
+    libraries = list(dict.fromkeys(s.library for s in steps))
+    by_key = {(s.library, s.concurrency): s for s in steps}
+    lines = ["| threads | " + " | ".join(f"{lib} sessions/s, CPU ms/session" for lib in libraries)
+             + " |", "|---:|" + "---:|" * len(libraries)]
+    for concurrency in sorted({s.concurrency for s in steps}):
+        cells = []
+        for lib in libraries:
+            step = by_key.get((lib, concurrency))
+            if step is None or not step.sessions or not step.wall:
+                cells.append("n/a")
+                continue
+            cpu = f"{step.cpu / step.sessions * 1000:.1f}" if step.cpu is not None else "?"
+            cells.append(f"{step.sessions / step.wall:.1f}, {cpu}")
+        lines.append(f"| {concurrency} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def session_counts(records: Sequence[dict]) -> str:
     done: Dict[str, int] = defaultdict(int)
     failed: Dict[str, int] = defaultdict(int)
