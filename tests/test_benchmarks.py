@@ -239,3 +239,15 @@ def test_help_lists_the_options_and_examples():
     assert result.returncode == 0
     for text in ("--quick", "--influx-bucket", "--graphite", "--cipher", "examples:"):
         assert text in result.stdout
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    # script(1) gives the harness a pseudo-terminal: the live bar instead of step lines.
+    command = (f"{sys.executable} -m benchmarks run --libs ours-blocking --steps 1 --seconds 1 "
+               f"--no-plots --out {tmp_path}")
+    result = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
+                            timeout=120)
+    screen = result.stdout.decode(errors="replace")
+    assert result.returncode == 0, screen
+    assert "1 threads ours-blocking" in screen and "1/1" in screen   # the bar's step count
+    assert "[bench]   1 threads" not in screen                      # no plain step lines
