@@ -89,7 +89,14 @@ class ChannelReader:
         if not self._pending():
             self.client.wait(timeout, what)
 
-    def chunks(self, stream: int, read_timeout: Optional[float]) -> Iterator[bytes]:
+    def chunks(self, stream: int, read_timeout: Optional[float],
+               finish: bool = True) -> Iterator[bytes]:
+        """Byte chunks of ``stream`` until its EOF.
+
+        With ``finish``, the channel is closed once both streams have ended;
+        a relay that may still send passes False and closes it itself
+        (nothing may follow our close on a channel: sshd drops the connection).
+        """
         buffer = self._buffers[stream]
         while True:
             if buffer:
@@ -110,7 +117,7 @@ class ChannelReader:
                     self._wait(read_timeout, "no output")
         # The other stream has usually ended too: then the exit status is known.
         self._drain(1 - stream)
-        if all(self._eof):
+        if finish and all(self._eof):
             self._finish()
 
     def lines(self, stream: int, encoding: str, errors: str,
@@ -133,6 +140,10 @@ class ChannelReader:
                 buffer.clear()
             if not progress and not all(self._eof):
                 self._wait(timeout, "command still running")
+        self._finish()
+
+    def close(self) -> None:
+        """Close the channel and wait for the server to close it too (idempotent)."""
         self._finish()
 
     def _finish(self) -> None:

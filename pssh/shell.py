@@ -33,7 +33,7 @@ class InteractiveShell:
                  read_timeout: Optional[float] = None) -> None:
         self.client = client
         try:
-            channel = client.retry_eagain(client.session.open_session, what="opening a channel")
+            channel = client.open_session()
             client.retry_eagain(channel.shell, what="starting a shell")
         except ssh2_exc.SSH2Error as err:
             raise exc.ShellError(f"cannot start a shell: {err}", client.host, client.port) from None

@@ -25,6 +25,8 @@ cdef class Session:
     cdef list _deferred
     cdef object _kbd_responder
     cdef object _kbd_error
+    # Addresses of agent channels the server opened, not yet handed out.
+    cdef list _agent_channels
 
     cdef int _check(self) except -1
     cdef int _check_unauthenticated(self) except -1

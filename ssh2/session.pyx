@@ -138,6 +138,19 @@ cdef void _kbd_answer(Session session, bytes name, bytes instruction, int num_pr
         session._kbd_error = err
 
 
+# libssh2 calls this from inside whichever call read the server's
+# "auth-agent@openssh.com" channel open, with the session lock held: the channel
+# is only queued here (calling back into Python code that might use the session
+# would deadlock) and handed out by Session.accept_agent_channel().
+cdef void _agent_channel_opened(c.LIBSSH2_SESSION *session, c.LIBSSH2_CHANNEL *channel,
+                                void **abstract) noexcept nogil:
+    with gil:
+        try:
+            (<Session>(abstract[0]))._agent_channels.append(<size_t>channel)
+        except BaseException:
+            pass  # the channel stays in the session's list and is freed with it
+
+
 @cython.no_gc_clear
 cdef class Session:
     """An SSH session (libssh2 ``LIBSSH2_SESSION``).
@@ -161,6 +174,7 @@ cdef class Session:
             raise _exc.SessionStartupError("libssh2 could not allocate a session")
         self._fd = -1
         self._deferred = []
+        self._agent_channels = []
 
     def __dealloc__(self):
         cdef bint restore_blocking
@@ -646,6 +660,28 @@ cdef class Session:
                 f"no identity in the SSH agent was accepted for {username!r}")
         finally:
             agent.disconnect()
+
+    def accept_agent_forwarding(self):
+        """Accept the agent channels a server opens after ``Channel.request_auth_agent``.
+
+        Without this libssh2 refuses them. Accepted channels queue up until
+        :meth:`accept_agent_channel` takes them; relaying their bytes to a
+        local agent is the caller's job.
+        """
+        self._check()
+        c.libssh2_session_callback_set2(self._session, c.LIBSSH2_CALLBACK_AUTHAGENT,
+                                      <c.libssh2_cb_generic *>_agent_channel_opened)
+
+    def accept_agent_channel(self):
+        """The oldest agent channel the server opened, or ``None``; never does I/O.
+
+        Channel opens are read by whichever call on the session meets them,
+        so check after calls that waited for the server.
+        """
+        if not self._agent_channels:
+            return None
+        self._check()
+        return PyChannel(<c.LIBSSH2_CHANNEL *><size_t>self._agent_channels.pop(0), self)
 
     # -- channels ----------------------------------------------------------------
 

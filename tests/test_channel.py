@@ -303,3 +303,39 @@ def test_direct_streamlocal_to_unix_socket(session, tmp_path):
     thread.join(10)
     chan.close()
     listener.close()
+
+
+def test_agent_channels_the_server_opens_are_queued(server, agent):
+    """Relay one agent request by hand: the remote ssh-add lists the local agent's key."""
+    import select
+    import struct
+    from conftest import connect
+    sock, session = connect(server)
+    session.accept_agent_forwarding()
+    chan = session.open_session()
+    chan.request_auth_agent()
+    chan.execute("ssh-add -l")
+    session.set_blocking(False)
+    deadline = time.monotonic() + 10
+    agent_chan = session.accept_agent_channel()
+    while agent_chan is None:
+        assert time.monotonic() < deadline, "the server never opened an agent channel"
+        select.select([sock], [], [], 0.1)
+        chan.read()  # any call on the session reads the channel open
+        agent_chan = session.accept_agent_channel()
+    assert session.accept_agent_channel() is None
+    session.set_blocking(True)
+
+    def message(recv) -> bytes:
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">I", data[:4])[0]:
+            data += recv()
+        return data
+
+    local = socket.socket(socket.AF_UNIX)
+    local.connect(agent)
+    local.sendall(message(lambda: agent_chan.read()[1]))
+    agent_chan.write(message(lambda: local.recv(65536)))
+    assert b"(RSA)" in read_all(chan)
+    local.close()
+    sock.close()

@@ -22,9 +22,9 @@ def group():
         yield g
 
 
-def pssh(*args, timeout=60, cwd=None):
+def pssh(*args, timeout=60, cwd=None, env=None):
     return subprocess.run([sys.executable, "-m", "pssh", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd, env=ENV)
+                          text=True, timeout=timeout, cwd=cwd, env=env or ENV)
 
 
 def conn(group, tmp_path):
@@ -179,6 +179,26 @@ def test_progress_bar_and_summary_on_a_terminal(group, tmp_path):
     assert summary.index(REFUSED) < summary.index(group.hosts[0])
     assert "cannot connect" in summary
     assert 'COMMAND_EXIT_CODE="1"' in screen
+
+
+def test_forward_agent(group, tmp_path):
+    path = str(tmp_path / "agent.sock")
+    agent = subprocess.Popen(["ssh-agent", "-D", "-a", path], stdout=subprocess.DEVNULL)
+    try:
+        env = dict(ENV, SSH_AUTH_SOCK=path)
+        for _ in range(500):
+            if os.path.exists(path):
+                break
+            subprocess.run(["sleep", "0.02"])
+        subprocess.run(["ssh-add", group.keys.private("rsa")], env=env, check=True,
+                       capture_output=True)
+        result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), "--forward-agent",
+                      "--", "ssh-add -l", env=env)
+    finally:
+        agent.terminate()
+        agent.wait()
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.count("(RSA)") == len(group.hosts)
 
 
 def test_embedded_hosts(tmp_path):

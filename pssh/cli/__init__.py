@@ -89,7 +89,8 @@ def _settings(args, settings: dict) -> dict:
     merged = dict(user=args.user, port=args.port, pkey=args.key, allow_agent=args.agent,
                   timeout=args.connect_timeout, pool_size=args.parallel,
                   known_hosts=args.known_hosts, host_key_policy=args.host_key_policy,
-                  ssh_config=config, proxy_jump=args.jump, num_retries=1, retry_delay=0.5)
+                  ssh_config=config, proxy_jump=args.jump, num_retries=1, retry_delay=0.5,
+                  forward_ssh_agent=bool(args.forward_agent))
     merged.update({k: v for k, v in settings.items() if getattr(args, k, None) is None})
     if args.askpass:
         try:

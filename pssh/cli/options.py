@@ -74,6 +74,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
                       help="ask for a password (not echoed) and try it")
     conn.add_argument("--agent", action=argparse.BooleanOptionalAction, default=None,
                       help="use the SSH agent (default: yes unless IdentitiesOnly)")
+    conn.add_argument("--forward-agent", action="store_true", default=None,
+                      help="let remote commands use your SSH agent (as ssh -A; default: "
+                           "ssh config ForwardAgent)")
     conn.add_argument("-J", "--jump", metavar="[USER@]HOST[:PORT][,...]",
                       help="jump host(s), as ssh -J")
     conn.add_argument("-F", "--config", metavar="FILE",

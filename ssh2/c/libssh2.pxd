@@ -64,6 +64,7 @@ cdef extern from "libssh2.h" nogil:
         LIBSSH2_VERSION_NUM
         LIBSSH2_CALLBACK_SEND
         LIBSSH2_CALLBACK_RECV
+        LIBSSH2_CALLBACK_AUTHAGENT
         LIBSSH2_CHANNEL_WINDOW_DEFAULT
         LIBSSH2_CHANNEL_PACKET_DEFAULT
         # session

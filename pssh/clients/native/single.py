@@ -30,6 +30,7 @@ from gevent.event import Event
 from gevent.hub import get_hub
 
 from pssh import exceptions as exc
+from pssh.clients.native.agent_forwarding import AgentForwarder
 from pssh.clients.native.transfer import TransferMixin
 from pssh.clients.native.tunnel import JumpHosts, Tunnel
 from pssh.known_hosts import verify_host_key
@@ -137,9 +138,9 @@ class SSHClient(TransferMixin):
         self.keyboard_interactive = keyboard_interactive
         self.compress = compress if compress is not None else bool(options.compression)
         self.ipv6_only = ipv6_only
-        if forward_ssh_agent or options.forward_agent:
-            log.warning("%s: agent forwarding is not supported yet; not forwarding", host)
         self.log = HostLog(log, {"host": f"{host}:{self.port}"})
+        self.forward_ssh_agent = bool(forward_ssh_agent or options.forward_agent)
+        self._agent: Optional[AgentForwarder] = None
         self.sock: Optional[socket.socket] = None
         self.session: Optional[Session] = None
         self._hub = get_hub()
@@ -162,12 +163,22 @@ class SSHClient(TransferMixin):
             self._connect(_via)
             self._verify_host_key()
             self._authenticate()
+            if self.forward_ssh_agent:
+                self._start_agent_forwarding()
         except BaseException:
             self.disconnect()
             raise
         if self.keepalive_seconds:
             self.session.keepalive_config(False, self.keepalive_seconds)
             self._keepalive = gevent.spawn(_keepalive_loop, weakref.ref(self))
+
+    def _start_agent_forwarding(self) -> None:
+        agent_path = os.environ.get("SSH_AUTH_SOCK")
+        if not agent_path:
+            self.log.warning("agent forwarding asked for, but no local SSH agent "
+                             "(SSH_AUTH_SOCK is not set): not forwarding")
+            return
+        self._agent = AgentForwarder(self, agent_path)
 
     @staticmethod
     def _jump_hops(options: HostOptions, proxy_host, proxy_port, proxy_user,
@@ -191,6 +202,8 @@ class SSHClient(TransferMixin):
         directions = self.session.block_directions()
         events = ((_READ if directions & LIBSSH2_SESSION_BLOCK_INBOUND else 0)
                   | (_WRITE if directions & LIBSSH2_SESSION_BLOCK_OUTBOUND else 0)) or _READ
+        if self._agent is not None:
+            self._agent.poll()
         ready = Event()
         watcher = self._hub.loop.io(self.sock.fileno(), events)
         watcher.start(ready.set)
@@ -344,6 +357,9 @@ class SSHClient(TransferMixin):
     def disconnect(self) -> None:
         """Close the session, the socket and any jump sessions of our own (idempotent)."""
         self._sftp = None
+        if self._agent is not None:
+            self._agent.close()
+            self._agent = None
         if self._keepalive is not None and self._keepalive is not gevent.getcurrent():
             self._keepalive.kill(block=False)
         session, self.session = self.session, None
@@ -383,7 +399,7 @@ class SSHClient(TransferMixin):
         read_timeout = read_timeout if read_timeout is not None else timeout
         wrapped = self._wrap(command, sudo, user, shell)
         try:
-            channel = self.retry_eagain(self.session.open_session, what="opening a channel")
+            channel = self.open_session()
             if use_pty:
                 self.retry_eagain(channel.pty, what="requesting a pty")
             self.retry_eagain(channel.execute, wrapped, what="starting the command")
@@ -392,6 +408,19 @@ class SSHClient(TransferMixin):
         self.log.debug("started %r", wrapped)
         return HostOutput(self.host, ChannelReader(self, channel), client=self, alias=self.alias,
                           encoding=encoding, errors=errors, read_timeout=read_timeout)
+
+    def open_session(self):
+        """A new session channel, with agent forwarding requested if it is on.
+
+        Raises ``ssh2`` errors; ``run_command`` and ``open_shell`` turn them
+        into :class:`~pssh.exceptions.SessionError` naming the host.
+        """
+        if self.session is None:
+            raise exc.SessionError("client is disconnected", self.host, self.port)
+        channel = self.retry_eagain(self.session.open_session, what="opening a channel")
+        if self._agent is not None:
+            self._agent.request(channel)
+        return channel
 
     def open_shell(self, encoding: str = "utf-8",
                    read_timeout: Optional[float] = None) -> InteractiveShell:

@@ -2,23 +2,21 @@
 
 A tunnel is a direct-tcpip channel on the jump host's session and one end of
 a local socket pair; the target's session runs over the other end as if it
-were a TCP connection. Two greenlets move the bytes, waiting on the jump
-host's socket exactly like any other channel: no threads and no listening
-sockets. Jump sessions are shared: every target behind the same chain of
-jump hosts tunnels through one session per hop (:class:`JumpHosts`).
+were a TCP connection. A :class:`~pssh.clients.native.relay.Relay` moves the
+bytes: no threads and no listening sockets. Jump sessions are shared: every
+target behind the same chain of jump hosts tunnels through one session per
+hop (:class:`JumpHosts`).
 """
 from __future__ import annotations
 
 import logging
-import socket
 from typing import TYPE_CHECKING, Callable, Dict, Optional, Tuple
 
-import gevent
 from gevent import socket as gsocket
 from gevent.event import AsyncResult
 
 from pssh import exceptions as exc
-from pssh.reader import ChannelReader
+from pssh.clients.native.relay import Relay
 from ssh2 import exceptions as ssh2_exc
 
 if TYPE_CHECKING:
@@ -26,12 +24,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pssh.tunnel")
 
-CHUNK = 65536
 Hop = Tuple[Optional[str], str, Optional[int]]  # (user, host, port)
 
 
 class Tunnel:
-    """Bytes between a local socket and a direct-tcpip channel of ``via``."""
+    """A local socket whose bytes go through a direct-tcpip channel of ``via``."""
 
     def __init__(self, via: "SSHClient", host: str, port: int) -> None:
         self.via = via
@@ -42,36 +39,13 @@ class Tunnel:
         except ssh2_exc.SSH2Error as err:
             raise exc.ProxyError(f"jump host {via.host} cannot connect to it: "
                                  f"{err.message or type(err).__name__}", host, port) from None
-        self.reader = ChannelReader(via, channel)
-        self.sock, self._far = gsocket.socketpair()
-        self._greenlets = [gevent.spawn(self._upstream), gevent.spawn(self._downstream)]
+        self.sock, far = gsocket.socketpair()
+        self._relay = Relay(via, channel, far, f"tunnel to {self.target}")
         log.debug("%s: tunnel to %s open", via.host, self.target)
-
-    def _upstream(self) -> None:
-        try:
-            while True:
-                data = self._far.recv(CHUNK)
-                if not data:
-                    break
-                self.reader.write(data)
-            self.reader.send_eof()
-        except (OSError, ssh2_exc.SSH2Error, exc.PSSHError) as err:
-            log.debug("%s: tunnel to %s ended sending: %s", self.via.host, self.target, err)
-            self._far.close()
-
-    def _downstream(self) -> None:
-        try:
-            for data in self.reader.chunks(0, None):
-                self._far.sendall(data)
-            self._far.shutdown(socket.SHUT_WR)
-        except (OSError, ssh2_exc.SSH2Error, exc.PSSHError) as err:
-            log.debug("%s: tunnel to %s ended receiving: %s", self.via.host, self.target, err)
-            self._far.close()
 
     def close(self) -> None:
         """Stop moving bytes and close the channel's local end."""
-        gevent.killall(self._greenlets, block=False)
-        self._far.close()
+        self._relay.close()
 
 
 class JumpHosts:
