@@ -40,6 +40,9 @@ class BuildExt(build_ext):
             ext.include_dirs[:0] = info.include_dirs
             ext.library_dirs[:0] = info.library_dirs
             ext.libraries[:0] = info.libraries
+            if info.patched:
+                # Our libssh2 patches are in: e.g. host certificates work.
+                ext.define_macros.append(("PSSH2_PATCHED_LIBSSH2", "1"))
             if info.bundle:
                 # DT_RPATH (not RUNPATH) so the bundled library wins over an
                 # older system libssh2 even when LD_LIBRARY_PATH is set.

@@ -15,6 +15,7 @@ Order of preference:
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import shutil
 import subprocess
@@ -41,6 +42,8 @@ class LibSSH2:
     libraries: list[str] = field(default_factory=lambda: ["ssh2"])
     # Shared objects to copy next to the extensions (bundled build only).
     bundle: list[str] = field(default_factory=list)
+    # Built with build_support/patches (bundled build only).
+    patched: bool = False
 
 
 def _parse(version: str) -> tuple[int, ...]:
@@ -135,13 +138,32 @@ def _fetch_source(scratch: str, log: str) -> str:
     return src
 
 
+def _patches_digest() -> str:
+    """One digest of our patches: a cached build made with other patches is rebuilt."""
+    digest = hashlib.sha256()
+    for patch in sorted(glob.glob(os.path.join(PATCHES, "*.patch"))):
+        with open(patch, "rb") as fh:
+            digest.update(os.path.basename(patch).encode() + b"\0" + fh.read())
+    return digest.hexdigest()
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
+    except OSError:
+        return ""
+
+
 def build_bundled(scratch: str) -> LibSSH2:
     """Build libssh2 from Debian's source package into ``scratch`` (reused if present)."""
     scratch = os.path.abspath(scratch)
     prefix = os.path.join(scratch, "install")
     libdir = os.path.join(prefix, "lib")
+    stamp = os.path.join(prefix, "patches.sha256")
     if not (os.path.exists(os.path.join(libdir, "libssh2.so.1"))
-            and os.path.exists(os.path.join(prefix, "include", "libssh2.h"))):
+            and os.path.exists(os.path.join(prefix, "include", "libssh2.h"))
+            and _read(stamp) == _patches_digest()):
         os.makedirs(scratch, exist_ok=True)
         log = os.path.join(scratch, "build.log")
         src = _fetch_source(scratch, log)
@@ -155,9 +177,12 @@ def build_bundled(scratch: str) -> LibSSH2:
         os.makedirs(include, exist_ok=True)
         for header in glob.glob(os.path.join(src, "include", "*.h")):
             shutil.copy(header, include)
+        with open(stamp, "w", encoding="utf-8") as fh:
+            fh.write(_patches_digest())
     info = _from_prefix(prefix)
     info.library_dirs = [libdir]
     info.bundle = [os.path.realpath(os.path.join(libdir, "libssh2.so.1"))]
+    info.patched = True
     return info
 
 

@@ -51,6 +51,19 @@ LIBSSH2_FLAG_SIGPIPE = c.LIBSSH2_FLAG_SIGPIPE
 LIBSSH2_FLAG_COMPRESS = c.LIBSSH2_FLAG_COMPRESS
 LIBSSH2_FLAG_QUOTE_PATHS = c.LIBSSH2_FLAG_QUOTE_PATHS
 
+cdef extern from *:
+    """
+    #ifndef PSSH2_PATCHED_LIBSSH2
+    #define PSSH2_PATCHED_LIBSSH2 0
+    #endif
+    """
+    int PSSH2_PATCHED_LIBSSH2
+
+#: Whether this build's libssh2 can use OpenSSH host certificates (the host
+#: key algorithms ``*-cert-v01@openssh.com``): only the bundled libssh2 with
+#: build_support/patches can. Checking the certificate is the caller's job.
+HOST_CERTIFICATES = bool(PSSH2_PATCHED_LIBSSH2)
+
 # SSH_DISCONNECT_BY_APPLICATION (RFC 4253 section 11.1)
 cdef int DISCONNECT_BY_APPLICATION = 11
 
