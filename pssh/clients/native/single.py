@@ -33,7 +33,7 @@ from pssh import exceptions as exc
 from pssh.clients.native.agent_forwarding import AgentForwarder
 from pssh.clients.native.transfer import TransferMixin
 from pssh.clients.native.tunnel import JumpHosts, Tunnel
-from pssh.known_hosts import verify_host_key
+from pssh.known_hosts import prefer_certificates, verify_host_key
 from pssh.output import HostOutput
 from pssh.reader import ChannelReader
 from pssh.shell import InteractiveShell
@@ -282,6 +282,8 @@ class SSHClient(TransferMixin):
         self.session.set_blocking(False)
         if self.compress:
             self.session.flag(LIBSSH2_FLAG_COMPRESS)
+        if self.host_key_policy != "off":
+            prefer_certificates(self.session, self.host_key_name, self.port, self.known_hosts)
         try:
             self.retry_eagain(self.session.handshake, self.sock, what="SSH handshake")
         except ssh2_exc.SSH2Error as err:

@@ -1,0 +1,85 @@
+"""known_hosts as OpenSSH writes it: patterns, hashed names, markers, lines we cannot parse."""
+import subprocess
+
+import pytest
+
+from pssh import exceptions as exc
+from pssh.clients import SSHClient
+from pssh.sshd import ServerGroup
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ServerGroup(1, first_address=96) as group:
+        yield group.servers[0]
+
+
+def key_of(server, key_type="ecdsa"):  # what libssh2 negotiates first
+    return " ".join(server.public_host_key(key_type).split()[:2])
+
+
+def other_key(tmp_path, key_type="ecdsa"):
+    subprocess.run(["ssh-keygen", "-q", "-t", key_type, "-N", "", "-f", str(tmp_path / "o")],
+                   check=True)
+    return " ".join((tmp_path / "o.pub").read_text().split()[:2])
+
+
+def connect(server, path, policy="strict"):
+    return SSHClient(server.address, port=server.port, pkey=server.keys.private(),
+                     known_hosts=str(path), host_key_policy=policy, allow_agent=False,
+                     identity_auth=False, ssh_config=False, timeout=10)
+
+
+def name(server):
+    return f"[{server.address}]:{server.port}"
+
+
+def test_hashed_names(server, tmp_path):
+    path = tmp_path / "kh"
+    path.write_text(server.known_hosts_lines())
+    subprocess.run(["ssh-keygen", "-H", "-f", str(path)], check=True, capture_output=True)
+    assert server.address not in path.read_text()
+    connect(server, path).disconnect()
+
+
+def test_wildcards_and_negation(server, tmp_path):
+    path = tmp_path / "kh"
+    pattern = f"[127.0.0.9?]:{server.port}"
+    path.write_text(f"other.example,{pattern} {key_of(server)}\n")
+    connect(server, path).disconnect()
+    path.write_text(f"{pattern},!{name(server)} {key_of(server)}\n")
+    with pytest.raises(exc.UnknownHostKeyError):
+        connect(server, path)
+
+
+def test_lines_we_cannot_parse_do_not_hide_the_ones_after(server, tmp_path):
+    """libssh2's reader stopped at the first odd line; a changed key after it then
+    looked unknown and accept-new would have taken it."""
+    path = tmp_path / "kh"
+    path.write_text("this line is garbage\n"
+                    "@cert-authority *.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIA==\n"
+                    "@unknown-marker host ssh-ed25519 AAAA\n"
+                    f"somehost sk-ssh-ed25519@openssh.com bm90IGEga2V5\n"
+                    f"{name(server)} {other_key(tmp_path)}\n")
+    before = path.read_text()
+    with pytest.raises(exc.HostKeyMismatchError):
+        connect(server, path, policy="accept-new")
+    assert path.read_text() == before
+
+
+def test_revoked_key_is_refused_even_when_listed(server, tmp_path):
+    path = tmp_path / "kh"
+    path.write_text(f"{name(server)} {key_of(server)}\n@revoked * {key_of(server)}\n")
+    with pytest.raises(exc.HostKeyMismatchError) as info:
+        connect(server, path, policy="accept-new")
+    assert "@revoked" in str(info.value) and "line 2" in str(info.value)
+
+
+def test_a_known_key_of_another_type_is_not_a_mismatch(server, tmp_path):
+    path = tmp_path / "kh"
+    path.write_text(f"{name(server)} {other_key(tmp_path, 'rsa')}\n")
+    with pytest.raises(exc.UnknownHostKeyError):
+        connect(server, path)
+    connect(server, path, policy="accept-new").disconnect()
+    assert path.read_text().splitlines()[-1] == f"{name(server)} {key_of(server)}"
+    connect(server, path).disconnect()
