@@ -23,6 +23,7 @@ class HostConfig:
     timeout: Optional[float] = None
     identity_auth: Optional[bool] = None
     keepalive_seconds: Optional[int] = None
+    keepalive_count_max: Optional[int] = None
     alias: Optional[str] = None
     known_hosts: Optional[str] = None
     host_key_policy: Optional[str] = None

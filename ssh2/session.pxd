@@ -10,6 +10,12 @@ cdef enum ChildKind:
     CHILD_LISTENER = 4
 
 
+# libssh2's "abstract" for this session's callbacks.
+cdef struct SessionHook:
+    void *owner                  # the Session (borrowed)
+    unsigned long long received  # bytes read from the socket
+
+
 cdef class Session:
     cdef LIBSSH2_SESSION *_session
     # libssh2 sessions are not thread-safe: every call on the session or a child
@@ -27,6 +33,7 @@ cdef class Session:
     cdef object _kbd_error
     # Addresses of agent channels the server opened, not yet handed out.
     cdef list _agent_channels
+    cdef SessionHook *_hook
 
     cdef int _check(self) except -1
     cdef int _check_unauthenticated(self) except -1

@@ -2,14 +2,14 @@
 """``Session``: one SSH connection over a socket the caller connected."""
 cimport cython
 from cpython.pythread cimport PyThread_allocate_lock, PyThread_free_lock
-from libc.stdlib cimport malloc
+from libc.stdlib cimport calloc, free, malloc
 from libc.string cimport memcpy, strlen
-from libc.errno cimport EBADF, ENOTCONN
+from libc.errno cimport EAGAIN, EBADF, EINTR, ENOTCONN, errno
 from posix.types cimport time_t
 
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport sftp as csftp
-from ssh2.session cimport lock, unlock
+from ssh2.session cimport SessionHook, lock, unlock
 from ssh2.channel cimport Channel, PyChannel
 from ssh2.sftp cimport PySFTP
 from ssh2.listener cimport PyListener
@@ -113,13 +113,32 @@ cdef ssize_t _dead_recv(c.libssh2_socket_t s, void *buf, size_t n, int flags,
     return -ENOTCONN
 
 
+# libssh2's own recv, plus a count of bytes received: lets a keepalive tell a
+# silent server from a live one (ServerAliveCountMax) at no extra cost.
+cdef extern from "<sys/socket.h>" nogil:
+    ssize_t recv(int fd, void *buf, size_t n, int flags)
+
+
+cdef ssize_t _counting_recv(c.libssh2_socket_t s, void *buf, size_t n, int flags,
+                            void **abstract) noexcept nogil:
+    cdef ssize_t rc = recv(s, buf, n, flags)
+    cdef int err
+    if rc > 0:
+        (<SessionHook *>abstract[0]).received += <unsigned long long>rc
+    elif rc < 0:
+        err = errno
+        # As libssh2: an interrupted call is tried again, not an error.
+        return -EAGAIN if err == EINTR else -err
+    return rc
+
+
 cdef void _kbd_callback(const char *name, int name_len, const char *instruction,
                         int instruction_len, int num_prompts,
                         const c.LIBSSH2_USERAUTH_KBDINT_PROMPT *prompts,
                         c.LIBSSH2_USERAUTH_KBDINT_RESPONSE *responses,
                         void **abstract) noexcept nogil:
     with gil:
-        _kbd_answer(<Session>(abstract[0]), name[:name_len], instruction[:instruction_len],
+        _kbd_answer(<Session>(<SessionHook *>abstract[0]).owner, name[:name_len], instruction[:instruction_len],
                     num_prompts, prompts, responses)
 
 
@@ -159,7 +178,8 @@ cdef void _agent_channel_opened(c.LIBSSH2_SESSION *session, c.LIBSSH2_CHANNEL *c
                                 void **abstract) noexcept nogil:
     with gil:
         try:
-            (<Session>(abstract[0]))._agent_channels.append(<size_t>channel)
+            (<Session>(<SessionHook *>abstract[0]).owner)._agent_channels.append(
+                <size_t>channel)
         except BaseException:
             pass  # the channel stays in the session's list and is freed with it
 
@@ -182,9 +202,17 @@ cdef class Session:
         self._lock = PyThread_allocate_lock()
         if self._lock is NULL:
             raise MemoryError()
-        self._session = c.libssh2_session_init_ex(NULL, NULL, NULL, <void *>self)
+        # What libssh2's callbacks get as their abstract: C state the recv
+        # callback can update without the GIL, and (borrowed) this object.
+        self._hook = <SessionHook *>calloc(1, sizeof(SessionHook))
+        if self._hook is NULL:
+            raise MemoryError()
+        self._hook.owner = <void *>self
+        self._session = c.libssh2_session_init_ex(NULL, NULL, NULL, <void *>self._hook)
         if self._session is NULL:
             raise _exc.SessionStartupError("libssh2 could not allocate a session")
+        c.libssh2_session_callback_set2(self._session, c.LIBSSH2_CALLBACK_RECV,
+                                      <c.libssh2_cb_generic *>_counting_recv)
         self._fd = -1
         self._deferred = []
         self._agent_channels = []
@@ -209,6 +237,8 @@ cdef class Session:
         if self._lock is not NULL:
             PyThread_free_lock(self._lock)
             self._lock = NULL
+        free(self._hook)
+        self._hook = NULL
 
     # -- internal ------------------------------------------------------------
 
@@ -673,6 +703,11 @@ cdef class Session:
                 f"no identity in the SSH agent was accepted for {username!r}")
         finally:
             agent.disconnect()
+
+    @property
+    def bytes_received(self):
+        """Bytes read from the socket so far (a keepalive's way to see the server is alive)."""
+        return self._hook.received
 
     def accept_agent_forwarding(self):
         """Accept the agent channels a server opens after ``Channel.request_auth_agent``.

@@ -47,6 +47,7 @@ log = logging.getLogger("pssh.client")
 DEFAULT_RETRIES = 3
 DEFAULT_RETRY_DELAY = 1.0
 DEFAULT_KEEPALIVE = 60
+DEFAULT_KEEPALIVE_COUNT_MAX = 3  # OpenSSH's ServerAliveCountMax default
 IDENTITY_FILES = ("id_ed25519", "id_ecdsa", "id_rsa")
 _READ, _WRITE = 1, 2  # libev event bits
 
@@ -60,18 +61,32 @@ def _config(ssh_config) -> Optional[SSHConfig]:
 
 
 def _keepalive_loop(ref) -> None:
-    """Send keepalives while the client lives (holds it only weakly between sends)."""
+    """Keep the connection alive and notice when the server stops answering.
+
+    Every ``keepalive_seconds`` a keepalive goes out (want_reply off: the
+    replies libssh2 would queue and never free). A round in which not a byte
+    came from the server is followed by a probe that needs an answer (a
+    channel opened and closed); no answer within ``keepalive_count_max``
+    intervals declares the server lost, as ServerAliveCountMax does, and
+    every wait on the connection fails. Holds the client only weakly
+    between rounds.
+    """
+    received = -1
     while True:
         client = ref()
         if client is None or client.session is None:
             return
         try:
-            delay = client.retry_eagain(client.session.keepalive_send, what="sending a keepalive")
+            if client.session.bytes_received == received and client.keepalive_count_max:
+                client._probe()
+            client.retry_eagain(client.session.keepalive_send, what="sending a keepalive")
         except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
             client.log.debug("keepalive failed: %s", err)
             return
+        received = client.session.bytes_received if client.session is not None else -1
+        interval = client.keepalive_seconds
         del client
-        gevent.sleep(max(delay, 1))
+        gevent.sleep(interval)
 
 
 class HostLog(logging.LoggerAdapter):
@@ -98,6 +113,7 @@ class SSHClient(TransferMixin):
                  retry_delay: float = DEFAULT_RETRY_DELAY, allow_agent: Optional[bool] = None,
                  timeout: Optional[float] = None, identity_auth: bool = True,
                  keepalive_seconds: Optional[int] = None, known_hosts: Optional[str] = None,
+                 keepalive_count_max: Optional[int] = None,
                  host_key_policy: Optional[str] = None, keyboard_interactive: bool = False,
                  passphrase: Optional[str] = None, proxy_host: Optional[str] = None,
                  proxy_port: Optional[int] = None, proxy_user: Optional[str] = None,
@@ -132,6 +148,9 @@ class SSHClient(TransferMixin):
         self.keepalive_seconds = keepalive_seconds if keepalive_seconds is not None \
             else options.server_alive_interval if options.server_alive_interval is not None \
             else DEFAULT_KEEPALIVE
+        self.keepalive_count_max = keepalive_count_max if keepalive_count_max is not None \
+            else options.server_alive_count_max if options.server_alive_count_max is not None \
+            else DEFAULT_KEEPALIVE_COUNT_MAX
         self.known_hosts = known_hosts or options.known_hosts
         self.host_key_policy = host_key_policy or options.host_key_policy or "accept-new"
         self.host_key_name = options.host_key_alias or self.hostname
@@ -145,6 +164,7 @@ class SSHClient(TransferMixin):
         self.session: Optional[Session] = None
         self._hub = get_hub()
         self._waiters: set = set()
+        self._lost: Optional[exc.PSSHError] = None
         self._keepalive: Optional[gevent.Greenlet] = None
         self._tunnel: Optional[Tunnel] = None
         self._quickack = False
@@ -199,6 +219,8 @@ class SSHClient(TransferMixin):
         progress (:meth:`wake`): its libssh2 call may have read packets for
         us off the socket, which would then never become readable for them.
         """
+        if self._lost is not None:
+            raise self._lost
         directions = self.session.block_directions()
         events = ((_READ if directions & LIBSSH2_SESSION_BLOCK_INBOUND else 0)
                   | (_WRITE if directions & LIBSSH2_SESSION_BLOCK_OUTBOUND else 0)) or _READ
@@ -211,6 +233,8 @@ class SSHClient(TransferMixin):
         try:
             if not ready.wait(timeout):
                 raise exc.Timeout(f"{what}: nothing within {timeout} s", self.host, self.port)
+            if self._lost is not None:
+                raise self._lost
         finally:
             self._waiters.discard(ready)
             watcher.stop()
@@ -220,6 +244,28 @@ class SSHClient(TransferMixin):
         """Tell greenlets waiting on this session to retry (call after progress)."""
         for ready in tuple(self._waiters):
             ready.set()
+
+    def _probe(self) -> None:
+        """Ask the server for an answer; declare it lost if none comes in time."""
+        timeout = self.keepalive_seconds * self.keepalive_count_max
+        try:
+            channel = self.retry_eagain(self.session.open_session, timeout=timeout,
+                                        what="keepalive probe")
+            self.retry_eagain(channel.close, timeout=timeout, what="keepalive probe")
+        except ssh2_exc.SSH2Error:
+            return  # refused (e.g. MaxSessions): an answer all the same
+        except exc.Timeout:
+            self._lose(f"server not responding: no answer for {timeout} s "
+                       f"({self.keepalive_count_max} keepalive intervals of "
+                       f"{self.keepalive_seconds} s)")
+
+    def _lose(self, reason: str) -> None:
+        """Fail every wait on this connection now and later, then drop it."""
+        self.log.warning("%s; closing the connection", reason)
+        self._lost = exc.ConnectionError(reason, self.host, self.port)
+        self.wake()
+        gevent.spawn(self.disconnect)
+        raise self._lost
 
     def retry_eagain(self, fn, *args, timeout: Optional[float] = None, what: str = ""):
         """Call ``fn`` until it stops returning EAGAIN, waiting on the socket between tries."""
