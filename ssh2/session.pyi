@@ -41,6 +41,7 @@ LIBSSH2_METHOD_SIGN_ALGO: int
 LIBSSH2_FLAG_SIGPIPE: int
 LIBSSH2_FLAG_COMPRESS: int
 LIBSSH2_FLAG_QUOTE_PATHS: int
+LIBSSH2_FLAG_PUBLICKEY_NO_QUERY: int
 
 KbdInteractiveCallback = Callable[[str, str, List[Tuple[str, bool]]], Sequence[_Str]]
 

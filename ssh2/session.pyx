@@ -50,6 +50,10 @@ LIBSSH2_METHOD_SIGN_ALGO = c.LIBSSH2_METHOD_SIGN_ALGO
 LIBSSH2_FLAG_SIGPIPE = c.LIBSSH2_FLAG_SIGPIPE
 LIBSSH2_FLAG_COMPRESS = c.LIBSSH2_FLAG_COMPRESS
 LIBSSH2_FLAG_QUOTE_PATHS = c.LIBSSH2_FLAG_QUOTE_PATHS
+#: Publickey logins sign at once, skipping the "would this key do?" query (one
+#: round trip less). Only in the bundled libssh2 (build_support/patches); a
+#: libssh2 without it raises from :meth:`Session.flag`.
+LIBSSH2_FLAG_PUBLICKEY_NO_QUERY = 0x7001
 
 cdef extern from *:
     """
@@ -449,7 +453,8 @@ cdef class Session:
         return c.libssh2_session_block_directions(self._session)
 
     def flag(self, int flag, enabled=True):
-        """Set a session flag (``LIBSSH2_FLAG_COMPRESS``, ``LIBSSH2_FLAG_SIGPIPE``)."""
+        """Set a session flag (``LIBSSH2_FLAG_COMPRESS``, ``LIBSSH2_FLAG_SIGPIPE``,
+        ``LIBSSH2_FLAG_PUBLICKEY_NO_QUERY``)."""
         cdef int rc
         if self._session is NULL:
             raise _exc.SessionClosedError("the session is closed")

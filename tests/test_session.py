@@ -303,3 +303,35 @@ def test_session_handshake_rejects_bad_arguments():
     sock.close()
     with pytest.raises(exc.BadSocketError):
         session.handshake(sock)
+
+
+@pytest.mark.parametrize("no_query", [False, True])
+def test_publickey_with_and_without_the_query_round_trip(server, tmp_path, no_query):
+    from ssh2.session import LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, Session
+    sock = socket.create_connection((server.address, server.port), timeout=10)
+    session = Session()
+    session.handshake(sock)
+    if no_query:
+        session.flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY)
+    local_port = sock.getsockname()[1]
+    session.userauth_publickey_fromfile(server.user, server.keys.private())
+    assert session.userauth_authenticated()
+    log = [line for line in server.read_log(None).splitlines() if f"port {local_port} " in line]
+    # sshd logs "Postponed publickey" when it answers a query with PK_OK.
+    assert any("Postponed publickey" in line for line in log) is not no_query
+    assert any("Accepted publickey" in line for line in log)
+    sock.close()
+
+
+def test_no_query_still_rejects_an_unauthorised_key(server, tmp_path):
+    import subprocess
+    from ssh2.session import LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, Session
+    key = tmp_path / "stranger"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    sock, session = connect(server, auth=False)
+    session.flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY)
+    with pytest.raises(exc.AuthenticationError):
+        session.userauth_publickey_fromfile(server.user, str(key))
+    session.userauth_publickey_fromfile(server.user, server.keys.private())
+    assert session.userauth_authenticated()
+    sock.close()

@@ -40,7 +40,8 @@ from pssh.shell import InteractiveShell
 from pssh.ssh_config import HostOptions, SSHConfig, load, parse_jump
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
-from ssh2.session import LIBSSH2_FLAG_COMPRESS, LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND, Session
+from ssh2.session import (LIBSSH2_FLAG_COMPRESS, LIBSSH2_FLAG_PUBLICKEY_NO_QUERY,
+                          LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND, Session)
 
 log = logging.getLogger("pssh.client")
 
@@ -106,6 +107,9 @@ class SSHClient(TransferMixin):
     config's ``ProxyJump`` chain reach the host through jump hosts. ``cert_file``:
     an OpenSSH certificate for ``pkey`` (``<key>-cert.pub`` is found by itself).
     """
+
+    # False once a libssh2 without LIBSSH2_FLAG_PUBLICKEY_NO_QUERY was met.
+    _no_query_supported = True
 
     def __init__(self, host: str, user: Optional[str] = None, password: Optional[str] = None,
                  port: Optional[int] = None, pkey: Union[str, bytes, None] = None,
@@ -341,6 +345,7 @@ class SSHClient(TransferMixin):
     def _authenticate(self) -> None:
         failures = []
         for name, attempt in self._auth_methods():
+            self._sign_without_query(not name.startswith("agent"))
             try:
                 self.retry_eagain(attempt, what=f"authentication ({name})")
             except ssh2_exc.SSH2Error as err:
@@ -353,6 +358,15 @@ class SSHClient(TransferMixin):
         tried = "; ".join(failures) or "no authentication method available"
         raise exc.AuthenticationError(f"authentication as {self.user!r} failed ({tried})",
                                       self.host, self.port)
+
+    def _sign_without_query(self, enabled: bool) -> None:
+        """Key files and keys in memory sign at once (a round trip less per login);
+        agent keys are asked about first, as an agent may prompt the user to sign."""
+        if self._no_query_supported:
+            try:
+                self.session.flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, enabled)
+            except ssh2_exc.SSH2Error:
+                type(self)._no_query_supported = False  # a libssh2 without our patch
 
     def _auth_methods(self):
         session, user = self.session, self.user
