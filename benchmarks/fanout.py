@@ -1,11 +1,16 @@
 """Fan-out: one command on H loopback hosts, ours vs peers, side by side.
 
     python -m benchmarks.fanout [--hosts 1 10 100 200] [--repeat 3] [--command echo]
+                                [--rtt MS]
 
-Starts max(H) real sshd hosts on 127.0.0.x (pssh.sshd), then for each H and
-library runs the whole job (connect, authenticate, run, read, exit code) in a
-fresh process, round-robin across repeats. Reports median wall time, client
-CPU per host and peak RSS. Peers come from benchmarks/peers.sh's virtualenvs.
+Starts max(H) real sshd hosts on 127.0.0.x (pssh.sshd; at most 250: a larger
+H connects to each address more than once), then for each H and library runs
+the whole job (connect, authenticate, run, read, exit code) in a fresh
+process, round-robin across repeats. Reports median wall time, client CPU
+per host and peak RSS. Peers come from benchmarks/peers.sh's virtualenvs.
+
+``--rtt MS`` runs all of it (servers and clients) inside a network namespace
+whose loopback has that round-trip time (benchmarks/netns_delay.py; root).
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from pssh.sshd import ServerGroup
 
 ROOT = Path(os.environ.get("BENCH_VENV_DIR") or Path(__file__).resolve().parent.parent)
 WORKER = Path(__file__).resolve().parent / "_fanout_worker.py"
+MAX_ADDRESSES = 250  # 127.0.0.2 .. 127.0.0.251
 VENVS = {"parallel-ssh": ".venv-parallel-ssh", "asyncssh": ".venv-bench",
          "paramiko": ".venv-bench", "fabric": ".venv-bench"}
 
@@ -47,6 +53,29 @@ def run_once(library, hosts, group, command, pool=None):
     return result
 
 
+def _in_delayed_namespace(rtt: float, argv) -> int:
+    """Run this benchmark again, without --rtt, inside a namespace with that RTT."""
+    from benchmarks.netns_delay import DelayedLoopback
+
+    inner, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--rtt":
+            skip = True
+        elif not arg.startswith("--rtt="):
+            inner.append(arg)
+    with DelayedLoopback(rtt) as ns:
+        print(f"inside network namespace {ns.name}: {rtt:g} ms RTT on loopback"
+              f"{'' if ns.realtime else ' (delay program NOT at real-time priority)'}",
+              file=sys.stderr)
+        root = str(Path(__file__).resolve().parent.parent)
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        return subprocess.run(ns.command([sys.executable, "-m", "benchmarks.fanout", *inner]),
+                              env=env).returncode
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--hosts", type=int, nargs="+", default=[1, 10, 100, 200])
@@ -54,13 +83,22 @@ def main(argv=None) -> int:
     parser.add_argument("--command", default="echo hello")
     parser.add_argument("--libs", nargs="+",
                         default=["ours", "asyncssh", "paramiko", "fabric", "parallel-ssh"])
+    parser.add_argument("--rtt", type=float, metavar="MS",
+                        help="emulate this round-trip time (network namespace; needs root)")
     args = parser.parse_args(argv)
+    if args.rtt:
+        return _in_delayed_namespace(args.rtt, argv if argv is not None else sys.argv[1:])
     results: dict = {}
-    with tempfile.TemporaryDirectory(), ServerGroup(max(args.hosts), first_address=2) as group:
+    with tempfile.TemporaryDirectory(), \
+            ServerGroup(min(max(args.hosts), MAX_ADDRESSES), first_address=2,
+                        # OpenSSH's default: parallel-ssh logs in one host at a
+                        # time and needs more than the test servers' 30 s at H=500.
+                        config=["LoginGraceTime 120"]) as group:
         for round_ in range(args.repeat):
             for count in args.hosts:
+                hosts = [group.hosts[i % len(group.hosts)] for i in range(count)]
                 for lib in args.libs:
-                    r = run_once(lib, group.hosts[:count], group, args.command)
+                    r = run_once(lib, hosts, group, args.command)
                     if r is not None:
                         results.setdefault((lib, count), []).append(r)
                         print(f"round {round_ + 1} H={count:<4} {lib:<13} {r['wall']:7.3f} s "

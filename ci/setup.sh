@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 
 packages=(build-essential dpkg-dev pkg-config libssl-dev zlib1g-dev
           openssh-server openssh-client python3-venv python3-dev
-          influxdb victoria-metrics)
+          influxdb victoria-metrics
+          iproute2 iptables libnetfilter-queue-dev)  # the delayed-loopback benchmark
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
