@@ -42,6 +42,7 @@ LIBSSH2_FLAG_SIGPIPE: int
 LIBSSH2_FLAG_COMPRESS: int
 LIBSSH2_FLAG_QUOTE_PATHS: int
 LIBSSH2_FLAG_PUBLICKEY_NO_QUERY: int
+LIBSSH2_FLAG_EARLY_USERAUTH: int
 
 KbdInteractiveCallback = Callable[[str, str, List[Tuple[str, bool]]], Sequence[_Str]]
 

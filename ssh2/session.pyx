@@ -54,6 +54,10 @@ LIBSSH2_FLAG_QUOTE_PATHS = c.LIBSSH2_FLAG_QUOTE_PATHS
 #: round trip less). Only in the bundled libssh2 (build_support/patches); a
 #: libssh2 without it raises from :meth:`Session.flag`.
 LIBSSH2_FLAG_PUBLICKEY_NO_QUERY = 0x7001
+#: The handshake returns once the userauth service is requested; the first
+#: login request then goes out without waiting a round trip for the accept.
+#: Bundled libssh2 only, like the flag above.
+LIBSSH2_FLAG_EARLY_USERAUTH = 0x7002
 
 cdef extern from *:
     """
@@ -454,7 +458,7 @@ cdef class Session:
 
     def flag(self, int flag, enabled=True):
         """Set a session flag (``LIBSSH2_FLAG_COMPRESS``, ``LIBSSH2_FLAG_SIGPIPE``,
-        ``LIBSSH2_FLAG_PUBLICKEY_NO_QUERY``)."""
+        ``LIBSSH2_FLAG_PUBLICKEY_NO_QUERY``, ``LIBSSH2_FLAG_EARLY_USERAUTH``)."""
         cdef int rc
         if self._session is NULL:
             raise _exc.SessionClosedError("the session is closed")

@@ -335,3 +335,34 @@ def test_no_query_still_rejects_an_unauthorised_key(server, tmp_path):
     session.userauth_publickey_fromfile(server.user, server.keys.private())
     assert session.userauth_authenticated()
     sock.close()
+
+
+def test_early_userauth_logs_in_and_still_refuses_a_bad_password(server):
+    from ssh2.session import LIBSSH2_FLAG_EARLY_USERAUTH, Session
+    for password, ok in ((PASSWORD + "x", False), (PASSWORD, True)):
+        sock = socket.create_connection((server.address, server.port), timeout=10)
+        session = Session()
+        session.flag(LIBSSH2_FLAG_EARLY_USERAUTH)
+        session.handshake(sock)
+        session.hostkey()  # the host key is there to check before any login
+        if ok:
+            session.userauth_password(server.user, password)
+            assert run(session, "echo early")[1] == b"early\n"
+        else:
+            with pytest.raises(exc.AuthenticationError):
+                session.userauth_password(server.user, password)
+        sock.close()
+
+
+@pytest.mark.parametrize("key", ["rsa", "ecdsa", "ed25519"])
+def test_early_userauth_with_every_key_type(server, key):
+    """RSA needs the server's sig algs (EXT_INFO), which come with the service accept."""
+    from ssh2.session import LIBSSH2_FLAG_EARLY_USERAUTH, LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, Session
+    sock = socket.create_connection((server.address, server.port), timeout=10)
+    session = Session()
+    session.flag(LIBSSH2_FLAG_EARLY_USERAUTH)
+    session.flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY)
+    session.handshake(sock)
+    session.userauth_publickey_fromfile(server.user, server.keys.private(key))
+    assert session.userauth_authenticated()
+    sock.close()

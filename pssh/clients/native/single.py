@@ -40,7 +40,8 @@ from pssh.shell import InteractiveShell
 from pssh.ssh_config import HostOptions, SSHConfig, load, parse_jump
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
-from ssh2.session import (LIBSSH2_FLAG_COMPRESS, LIBSSH2_FLAG_PUBLICKEY_NO_QUERY,
+from ssh2.session import (LIBSSH2_FLAG_COMPRESS, LIBSSH2_FLAG_EARLY_USERAUTH,
+                          LIBSSH2_FLAG_PUBLICKEY_NO_QUERY,
                           LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND, Session)
 
 log = logging.getLogger("pssh.client")
@@ -108,8 +109,8 @@ class SSHClient(TransferMixin):
     an OpenSSH certificate for ``pkey`` (``<key>-cert.pub`` is found by itself).
     """
 
-    # False once a libssh2 without LIBSSH2_FLAG_PUBLICKEY_NO_QUERY was met.
-    _no_query_supported = True
+    # False once a libssh2 without our patches' flags was met.
+    _patched_flags = True
 
     def __init__(self, host: str, user: Optional[str] = None, password: Optional[str] = None,
                  port: Optional[int] = None, pkey: Union[str, bytes, None] = None,
@@ -332,6 +333,8 @@ class SSHClient(TransferMixin):
         self.session.set_blocking(False)
         if self.compress:
             self.session.flag(LIBSSH2_FLAG_COMPRESS)
+        # The first login request follows the handshake at once (a round trip less).
+        self._patched_flag(LIBSSH2_FLAG_EARLY_USERAUTH, True)
         if self.host_key_policy != "off":
             prefer_certificates(self.session, self.host_key_name, self.port, self.known_hosts)
         try:
@@ -362,11 +365,15 @@ class SSHClient(TransferMixin):
     def _sign_without_query(self, enabled: bool) -> None:
         """Key files and keys in memory sign at once (a round trip less per login);
         agent keys are asked about first, as an agent may prompt the user to sign."""
-        if self._no_query_supported:
+        self._patched_flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, enabled)
+
+    def _patched_flag(self, flag: int, enabled: bool) -> None:
+        """Set a session flag of our libssh2 patches; without them there is none to set."""
+        if self._patched_flags:
             try:
-                self.session.flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, enabled)
+                self.session.flag(flag, enabled)
             except ssh2_exc.SSH2Error:
-                type(self)._no_query_supported = False  # a libssh2 without our patch
+                type(self)._patched_flags = False
 
     def _auth_methods(self):
         session, user = self.session, self.user
