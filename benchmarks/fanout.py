@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.peers import environment
 from pssh.sshd import ServerGroup
 
 ROOT = Path(os.environ.get("BENCH_VENV_DIR") or Path(__file__).resolve().parent.parent)
@@ -35,9 +36,7 @@ VENVS = {"parallel-ssh": ".venv-parallel-ssh", "asyncssh": ".venv-bench",
 def run_once(library, hosts, group, command, pool=None):
     venv = VENVS.get(library)
     python = str(ROOT / venv / "bin" / "python") if venv else sys.executable
-    env = dict(os.environ)
-    if venv:
-        env.pop("PYTHONPATH", None)  # parallel-ssh's pssh must not meet ours
+    env = environment(library, python)  # parallel-ssh's pssh must not meet ours
     out = subprocess.run([python, str(WORKER), library, ",".join(hosts), str(group.port),
                           group.servers[0].user, group.keys.private(), command,
                           *([str(pool)] if pool else [])],

@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from benchmarks.peers import environment
 from pssh.sshd import OpenSSHServer
 
 # Where peers.sh made the peer virtualenvs: $BENCH_VENV_DIR, else the source tree.
@@ -41,9 +42,7 @@ def interpreter(library: str) -> str:
 
 
 def run_once(library, cipher, server, path, threads=1):
-    env = dict(os.environ)
-    if library == "ssh2-python":
-        env.pop("PYTHONPATH", None)
+    env = environment(library, interpreter(library))
     out = subprocess.run([interpreter(library), str(WORKER), library, cipher, server.address,
                           str(server.port), server.user, server.keys.private("ed25519"),
                           str(path), str(threads)],

@@ -112,7 +112,8 @@ class OpenSSHServer:
 
     ``keys``: the :class:`ClientKeys` to authorise (generated if omitted).
     ``password``: also accept this password for the current user (password
-    and keyboard-interactive methods). ``config``: extra sshd_config lines.
+    and keyboard-interactive methods). ``config``: extra sshd_config lines,
+    written first so that they override the defaults (no ``Match`` blocks).
     """
 
     def __init__(self, address: str = "127.0.0.1", port: Optional[int] = None, *,
@@ -149,6 +150,9 @@ class OpenSSHServer:
         authorized.write_text(self.keys.authorized_keys())
         authorized.chmod(0o600)
         lines = [
+            # sshd keeps the first value of a keyword: extra lines come first
+            # so that they override the defaults below.
+            *self.extra_config,
             f"ListenAddress {self.address}:{self.port}",
             *(f"HostKey {path}" for path in self.host_keys.values()),
             f"PidFile {self.workdir / 'sshd.pid'}",
@@ -179,7 +183,6 @@ class OpenSSHServer:
             "ClientAliveInterval 0",
             "Subsystem sftp internal-sftp",
             "LogLevel VERBOSE",
-            *self.extra_config,
         ]
         path = self.workdir / "sshd_config"
         path.write_text("\n".join(lines) + "\n")
