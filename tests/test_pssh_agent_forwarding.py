@@ -64,7 +64,7 @@ def test_the_remote_side_signs_with_the_forwarded_agent(group, local_agent, tmp_
     """From host 1, log in to host 2 with a key that exists only in the local agent."""
     client = single(group, tmp_path, forward_ssh_agent=True)
     hop = (f"ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no "
-           f"-o UserKnownHostsFile=/dev/null -o IdentityFile=/nonexistent -o LogLevel=ERROR "
+           f"-o UserKnownHostsFile=/dev/null -o IdentityFile=/nonexistent "
            f"-p {group.port} {group.hosts[1]} 'echo hop from $SSH_CLIENT'")
     output = client.run_command(hop)
     client.wait_finished(output)

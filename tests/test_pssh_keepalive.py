@@ -53,7 +53,7 @@ def test_a_silent_server_is_declared_lost_and_waits_fail(group, tmp_path):
 
 
 def test_only_the_silent_host_fails(group, tmp_path):
-    client = ParallelSSHClient(group.hosts, keepalive_seconds=1, keepalive_count_max=1,
+    client = ParallelSSHClient(group.hosts, keepalive_seconds=1, keepalive_count_max=2,
                                **options(group, tmp_path))
     client.connect_auth()
     with stopped(group.servers[1]):
@@ -64,7 +64,7 @@ def test_only_the_silent_host_fails(group, tmp_path):
 
 
 def test_an_idle_live_server_answers_the_probes(group, tmp_path):
-    client = SSHClient(group.hosts[0], keepalive_seconds=1, keepalive_count_max=1,
+    client = SSHClient(group.hosts[0], keepalive_seconds=1, keepalive_count_max=2,
                        **options(group, tmp_path))
     gevent.sleep(4.5)  # several silent rounds, each probed and answered
     assert client.session is not None

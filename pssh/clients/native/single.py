@@ -170,6 +170,7 @@ class SSHClient(TransferMixin):
         self._hub = get_hub()
         self._waiters: set = set()
         self._lost: Optional[exc.PSSHError] = None
+        self._received_seen = -1
         self._keepalive: Optional[gevent.Greenlet] = None
         self._tunnel: Optional[Tunnel] = None
         self._quickack = False
@@ -231,6 +232,13 @@ class SSHClient(TransferMixin):
                   | (_WRITE if directions & LIBSSH2_SESSION_BLOCK_OUTBOUND else 0)) or _READ
         if self._agent is not None:
             self._agent.poll()
+        received = self.session.bytes_received
+        if received != self._received_seen:
+            # Our call read from the socket though it got nothing for itself:
+            # what it read may be another greenlet's reply, now queued in
+            # libssh2 where that greenlet's socket watch will never see it.
+            self._received_seen = received
+            self.wake()
         ready = Event()
         watcher = self._hub.loop.io(self.sock.fileno(), events)
         watcher.start(ready.set)
