@@ -10,20 +10,29 @@ from ssh2 import exceptions as _exc
 
 
 cdef Agent PyAgent(Session session):
-    cdef Agent obj = Agent.__new__(Agent)
-    obj._agent = c.libssh2_agent_init(session._session)
-    if obj._agent is NULL:
-        raise _exc.AgentError("libssh2 could not create an agent handle")
-    obj.session = session
-    return obj
+    return Agent(session)
 
 
 @cython.no_gc_clear
 cdef class Agent:
-    """The SSH agent; from ``Session.agent_init()``. Blocking mode only."""
+    """The SSH agent (``SSH_AUTH_SOCK``) for ``session``; also ``Session.agent_init()``.
 
-    def __init__(self):
-        raise TypeError("agents come from Session.agent_init()")
+    ``connect``, ``get_identities`` and ``disconnect`` talk to the local agent
+    (blocking, briefly); ``userauth`` is a session call and returns EAGAIN in
+    non-blocking mode.
+    """
+
+    def __cinit__(self):
+        self._agent = NULL
+
+    def __init__(self, Session session not None):
+        if self._agent is not NULL:
+            return
+        session._check()
+        self._agent = c.libssh2_agent_init(session._session)
+        if self._agent is NULL:
+            raise _exc.AgentError("libssh2 could not create an agent handle")
+        self.session = session
 
     def __dealloc__(self):
         if self._agent is not NULL:
@@ -44,8 +53,9 @@ cdef class Agent:
         c.libssh2_agent_set_identity_path(self._ptr(), b_path)
 
     def get_identity_path(self):
+        """The agent socket set by :meth:`set_identity_path` (bytes), or None."""
         cdef const char *p = c.libssh2_agent_get_identity_path(self._ptr())
-        return p.decode() if p is not NULL else None
+        return p if p is not NULL else None
 
     def connect(self):
         cdef c.LIBSSH2_AGENT *a = self._ptr()

@@ -1,3 +1,4 @@
+import enum
 import os
 import socket
 from typing import Callable, List, Optional, Sequence, Tuple, Union
@@ -14,6 +15,28 @@ _Sock = Union[socket.socket, int]
 # Calls that would block return LIBSSH2_ERROR_EAGAIN (an int) in non-blocking mode.
 _EAGAIN = int
 
+class MethodType(enum.IntEnum):
+    KEX: int
+    HOSTKEY: int
+    CRYPT_CS: int
+    CRYPT_SC: int
+    MAC_CS: int
+    MAC_SC: int
+    COMP_CS: int
+    COMP_SC: int
+    LANG_CS: int
+    LANG_SC: int
+    SIGN_ALGO: int
+
+class FlagType(enum.IntEnum):
+    SIGPIPE: int
+    COMPRESS: int
+    QUOTE_PATHS: int
+    SK_PRESENCE_REQUIRED: int
+    SK_VERIFICATION_REQUIRED: int
+    PUBLICKEY_NO_QUERY: int
+    EARLY_USERAUTH: int
+
 LIBSSH2_SESSION_BLOCK_INBOUND: int
 LIBSSH2_SESSION_BLOCK_OUTBOUND: int
 LIBSSH2_HOSTKEY_HASH_MD5: int
@@ -26,23 +49,25 @@ LIBSSH2_HOSTKEY_TYPE_ECDSA_256: int
 LIBSSH2_HOSTKEY_TYPE_ECDSA_384: int
 LIBSSH2_HOSTKEY_TYPE_ECDSA_521: int
 LIBSSH2_HOSTKEY_TYPE_ED25519: int
-LIBSSH2_METHOD_KEX: int
+LIBSSH2_METHOD_KEX: MethodType
 HOST_CERTIFICATES: bool
-LIBSSH2_METHOD_HOSTKEY: int
-LIBSSH2_METHOD_CRYPT_CS: int
-LIBSSH2_METHOD_CRYPT_SC: int
-LIBSSH2_METHOD_MAC_CS: int
-LIBSSH2_METHOD_MAC_SC: int
-LIBSSH2_METHOD_COMP_CS: int
-LIBSSH2_METHOD_COMP_SC: int
-LIBSSH2_METHOD_LANG_CS: int
-LIBSSH2_METHOD_LANG_SC: int
-LIBSSH2_METHOD_SIGN_ALGO: int
-LIBSSH2_FLAG_SIGPIPE: int
-LIBSSH2_FLAG_COMPRESS: int
-LIBSSH2_FLAG_QUOTE_PATHS: int
-LIBSSH2_FLAG_PUBLICKEY_NO_QUERY: int
-LIBSSH2_FLAG_EARLY_USERAUTH: int
+LIBSSH2_METHOD_HOSTKEY: MethodType
+LIBSSH2_METHOD_CRYPT_CS: MethodType
+LIBSSH2_METHOD_CRYPT_SC: MethodType
+LIBSSH2_METHOD_MAC_CS: MethodType
+LIBSSH2_METHOD_MAC_SC: MethodType
+LIBSSH2_METHOD_COMP_CS: MethodType
+LIBSSH2_METHOD_COMP_SC: MethodType
+LIBSSH2_METHOD_LANG_CS: MethodType
+LIBSSH2_METHOD_LANG_SC: MethodType
+LIBSSH2_METHOD_SIGN_ALGO: MethodType
+LIBSSH2_FLAG_SIGPIPE: FlagType
+LIBSSH2_FLAG_COMPRESS: FlagType
+LIBSSH2_FLAG_QUOTE_PATHS: FlagType
+LIBSSH2_FLAG_PUBLICKEY_NO_QUERY: FlagType
+LIBSSH2_FLAG_EARLY_USERAUTH: FlagType
+LIBSSH2_FLAG_SK_PRESENCE_REQUIRED: FlagType
+LIBSSH2_FLAG_SK_VERIFICATION_REQUIRED: FlagType
 
 KbdInteractiveCallback = Callable[[str, str, List[Tuple[str, bool]]], Sequence[_Str]]
 
@@ -57,14 +82,14 @@ class Session:
     def set_timeout(self, timeout: int) -> None: ...
     def get_timeout(self) -> int: ...
     def block_directions(self) -> int: ...
-    def flag(self, flag: int, enabled: bool = ...) -> int: ...
+    def flag(self, flag: FlagType, enabled: bool = ...) -> int: ...
     def keepalive_config(self, want_reply: bool, interval: int) -> None: ...
     def keepalive_send(self) -> int: ...
     def banner_set(self, banner: _Str) -> int: ...
     def banner_get(self) -> Optional[str]: ...
-    def method_pref(self, method_type: int, prefs: _Str) -> int: ...
-    def methods(self, method_type: int) -> Optional[str]: ...
-    def supported_algs(self, method_type: int) -> List[str]: ...
+    def method_pref(self, method_type: MethodType, prefs: _Str) -> int: ...
+    def methods(self, method_type: MethodType) -> Optional[str]: ...
+    def supported_algs(self, method_type: MethodType) -> List[str]: ...
     def hostkey(self) -> Tuple[bytes, int]: ...
     def hostkey_hash(self, hash_type: int) -> Optional[bytes]: ...
     def knownhost_init(self) -> KnownHost: ...
@@ -89,8 +114,8 @@ class Session:
     def direct_tcpip_ex(self, host: _Str, port: int, shost: _Str, sport: int) -> Union[Channel, _EAGAIN]: ...
     def direct_tcpip(self, host: _Str, port: int) -> Union[Channel, _EAGAIN]: ...
     def direct_streamlocal_ex(self, socket_path: _Str, shost: _Str, sport: int) -> Union[Channel, _EAGAIN]: ...
-    def forward_listen_ex(self, host: Optional[_Str], port: int, bound_port: int = ...,
-                          queue_maxsize: int = ...) -> Union[Listener, _EAGAIN]: ...
+    def forward_listen_ex(self, queue_maxsize: int, host: Optional[_Str] = ...,
+                          port: int = ...) -> Union[Tuple[Listener, int], _EAGAIN]: ...
     def forward_listen(self, port: int) -> Union[Listener, _EAGAIN]: ...
     def sftp_init(self) -> Union[SFTP, _EAGAIN]: ...
     def scp_recv2(self, path: _Str) -> Union[Tuple[Channel, FileInfo], _EAGAIN]: ...

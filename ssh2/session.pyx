@@ -19,6 +19,7 @@ from ssh2.fileinfo cimport PyFileInfo
 from ssh2.utils cimport to_bytes, sock_fd, fd_identity, fd_is, set_tcp_nodelay, fd_is_blocking, \
     set_fd_nonblocking, set_fd_blocking
 
+import enum
 import logging
 from ssh2 import exceptions as _exc
 
@@ -36,28 +37,71 @@ LIBSSH2_HOSTKEY_TYPE_ECDSA_256 = c.LIBSSH2_HOSTKEY_TYPE_ECDSA_256
 LIBSSH2_HOSTKEY_TYPE_ECDSA_384 = c.LIBSSH2_HOSTKEY_TYPE_ECDSA_384
 LIBSSH2_HOSTKEY_TYPE_ECDSA_521 = c.LIBSSH2_HOSTKEY_TYPE_ECDSA_521
 LIBSSH2_HOSTKEY_TYPE_ED25519 = c.LIBSSH2_HOSTKEY_TYPE_ED25519
-LIBSSH2_METHOD_KEX = c.LIBSSH2_METHOD_KEX
-LIBSSH2_METHOD_HOSTKEY = c.LIBSSH2_METHOD_HOSTKEY
-LIBSSH2_METHOD_CRYPT_CS = c.LIBSSH2_METHOD_CRYPT_CS
-LIBSSH2_METHOD_CRYPT_SC = c.LIBSSH2_METHOD_CRYPT_SC
-LIBSSH2_METHOD_MAC_CS = c.LIBSSH2_METHOD_MAC_CS
-LIBSSH2_METHOD_MAC_SC = c.LIBSSH2_METHOD_MAC_SC
-LIBSSH2_METHOD_COMP_CS = c.LIBSSH2_METHOD_COMP_CS
-LIBSSH2_METHOD_COMP_SC = c.LIBSSH2_METHOD_COMP_SC
-LIBSSH2_METHOD_LANG_CS = c.LIBSSH2_METHOD_LANG_CS
-LIBSSH2_METHOD_LANG_SC = c.LIBSSH2_METHOD_LANG_SC
-LIBSSH2_METHOD_SIGN_ALGO = c.LIBSSH2_METHOD_SIGN_ALGO
-LIBSSH2_FLAG_SIGPIPE = c.LIBSSH2_FLAG_SIGPIPE
-LIBSSH2_FLAG_COMPRESS = c.LIBSSH2_FLAG_COMPRESS
-LIBSSH2_FLAG_QUOTE_PATHS = c.LIBSSH2_FLAG_QUOTE_PATHS
-#: Publickey logins sign at once, skipping the "would this key do?" query (one
-#: round trip less). Only in the bundled libssh2 (build_support/patches); a
-#: libssh2 without it raises from :meth:`Session.flag`.
-LIBSSH2_FLAG_PUBLICKEY_NO_QUERY = 0x7001
-#: The handshake returns once the userauth service is requested; the first
-#: login request then goes out without waiting a round trip for the accept.
-#: Bundled libssh2 only, like the flag above.
-LIBSSH2_FLAG_EARLY_USERAUTH = 0x7002
+
+
+class MethodType(enum.IntEnum):
+    """A method type of :meth:`Session.method_pref` and friends (``LIBSSH2_METHOD_*``).
+
+    As in ssh2-python, the methods take only these, not plain numbers.
+    """
+
+    KEX = c.LIBSSH2_METHOD_KEX
+    HOSTKEY = c.LIBSSH2_METHOD_HOSTKEY
+    CRYPT_CS = c.LIBSSH2_METHOD_CRYPT_CS
+    CRYPT_SC = c.LIBSSH2_METHOD_CRYPT_SC
+    MAC_CS = c.LIBSSH2_METHOD_MAC_CS
+    MAC_SC = c.LIBSSH2_METHOD_MAC_SC
+    COMP_CS = c.LIBSSH2_METHOD_COMP_CS
+    COMP_SC = c.LIBSSH2_METHOD_COMP_SC
+    LANG_CS = c.LIBSSH2_METHOD_LANG_CS
+    LANG_SC = c.LIBSSH2_METHOD_LANG_SC
+    SIGN_ALGO = c.LIBSSH2_METHOD_SIGN_ALGO
+
+
+class FlagType(enum.IntEnum):
+    """A session flag of :meth:`Session.flag` (``LIBSSH2_FLAG_*``; only these, not numbers)."""
+
+    SIGPIPE = c.LIBSSH2_FLAG_SIGPIPE
+    COMPRESS = c.LIBSSH2_FLAG_COMPRESS
+    QUOTE_PATHS = c.LIBSSH2_FLAG_QUOTE_PATHS
+    # Flags of security-key (FIDO) identities, listed here as ssh2-python does.
+    SK_PRESENCE_REQUIRED = 0x01
+    SK_VERIFICATION_REQUIRED = 0x04
+    #: Publickey logins sign at once, skipping the "would this key do?" query
+    #: (one round trip less). Only in the bundled libssh2 (build_support/patches);
+    #: a libssh2 without it raises from :meth:`Session.flag`.
+    PUBLICKEY_NO_QUERY = 0x7001
+    #: The handshake returns once the userauth service is requested; the first
+    #: login request then goes out without waiting a round trip for the accept.
+    #: Bundled libssh2 only, like the flag above.
+    EARLY_USERAUTH = 0x7002
+
+
+LIBSSH2_METHOD_KEX = MethodType.KEX
+LIBSSH2_METHOD_HOSTKEY = MethodType.HOSTKEY
+LIBSSH2_METHOD_CRYPT_CS = MethodType.CRYPT_CS
+LIBSSH2_METHOD_CRYPT_SC = MethodType.CRYPT_SC
+LIBSSH2_METHOD_MAC_CS = MethodType.MAC_CS
+LIBSSH2_METHOD_MAC_SC = MethodType.MAC_SC
+LIBSSH2_METHOD_COMP_CS = MethodType.COMP_CS
+LIBSSH2_METHOD_COMP_SC = MethodType.COMP_SC
+LIBSSH2_METHOD_LANG_CS = MethodType.LANG_CS
+LIBSSH2_METHOD_LANG_SC = MethodType.LANG_SC
+LIBSSH2_METHOD_SIGN_ALGO = MethodType.SIGN_ALGO
+LIBSSH2_FLAG_SIGPIPE = FlagType.SIGPIPE
+LIBSSH2_FLAG_COMPRESS = FlagType.COMPRESS
+LIBSSH2_FLAG_QUOTE_PATHS = FlagType.QUOTE_PATHS
+LIBSSH2_FLAG_SK_PRESENCE_REQUIRED = FlagType.SK_PRESENCE_REQUIRED
+LIBSSH2_FLAG_SK_VERIFICATION_REQUIRED = FlagType.SK_VERIFICATION_REQUIRED
+LIBSSH2_FLAG_PUBLICKEY_NO_QUERY = FlagType.PUBLICKEY_NO_QUERY
+LIBSSH2_FLAG_EARLY_USERAUTH = FlagType.EARLY_USERAUTH
+
+
+def _method(method_type):
+    if not isinstance(method_type, MethodType):
+        raise TypeError(f"method_type must be a ssh2.session.MethodType (LIBSSH2_METHOD_*), "
+                        f"not {method_type!r}")
+    return int(method_type)
 
 cdef extern from *:
     """
@@ -267,15 +311,18 @@ cdef class Session:
                                           <c.libssh2_cb_generic *>_dead_recv)
 
     cdef int _check(self) except -1:
-        """Raise unless the session may do I/O; finish deferred releases."""
+        """Raise if the session is freed; finish deferred releases.
+
+        Once the caller's socket is closed the session is "dead": calls still
+        go to libssh2, whose sends and receives then fail at once without
+        touching the fd (SocketSendError / SocketRecvError, as with any
+        closed socket; :meth:`_raise` says why).
+        """
         if self._session is NULL:
             raise _exc.SessionClosedError("the session is closed")
         if not self._dead and self._socket_closed():
             self._mark_dead()
-        if self._dead:
-            raise _exc.SocketDisconnectError(
-                "the socket this session was using has been closed; open a new session")
-        if self._deferred:
+        if self._deferred and not self._dead:
             self._drain_deferred()
         return 0
 
@@ -333,6 +380,9 @@ cdef class Session:
                     with gil:
                         message = msg[:msg_len].decode("utf-8", "replace")
                 unlock(self._lock)
+        if self._dead:
+            message = ("the socket this session was using has been closed; open a new session"
+                       + (f" ({message})" if message else ""))
         raise _exc.error_for(rc, message, context=context)
 
     cdef int _rc(self, int rc, str context="") except -1:
@@ -364,7 +414,7 @@ cdef class Session:
         if self._user_crypt_pref:
             return 0
         order = (_GCM + _CHACHA if _cpu_has_aes() else _CHACHA + _GCM) + _CTR
-        for method in (c.LIBSSH2_METHOD_CRYPT_CS, c.LIBSSH2_METHOD_CRYPT_SC):
+        for method in (MethodType.CRYPT_CS, MethodType.CRYPT_SC):
             algs = self.supported_algs(method)
             prefs = ",".join(a for a in order if a in algs)
             if prefs:
@@ -456,13 +506,16 @@ cdef class Session:
             raise _exc.SessionClosedError("the session is closed")
         return c.libssh2_session_block_directions(self._session)
 
-    def flag(self, int flag, enabled=True):
-        """Set a session flag (``LIBSSH2_FLAG_COMPRESS``, ``LIBSSH2_FLAG_SIGPIPE``,
-        ``LIBSSH2_FLAG_PUBLICKEY_NO_QUERY``, ``LIBSSH2_FLAG_EARLY_USERAUTH``)."""
+    def flag(self, flag, enabled=True):
+        """Set a session flag (a :class:`FlagType`: ``LIBSSH2_FLAG_COMPRESS``,
+        ``LIBSSH2_FLAG_SIGPIPE``, ``LIBSSH2_FLAG_PUBLICKEY_NO_QUERY``,
+        ``LIBSSH2_FLAG_EARLY_USERAUTH``); before the handshake."""
         cdef int rc
+        if not isinstance(flag, FlagType):
+            raise TypeError(f"flag must be a ssh2.session.FlagType (LIBSSH2_FLAG_*), not {flag!r}")
         if self._session is NULL:
             raise _exc.SessionClosedError("the session is closed")
-        rc = c.libssh2_session_flag(self._session, flag, 1 if enabled else 0)
+        rc = c.libssh2_session_flag(self._session, int(flag), 1 if enabled else 0)
         return self._rc(rc, f"setting session flag {flag}")
 
     def keepalive_config(self, bint want_reply, unsigned int interval):
@@ -502,31 +555,34 @@ cdef class Session:
 
     # -- algorithms ------------------------------------------------------------
 
-    def method_pref(self, int method_type, prefs):
-        """Set the comma-separated preference list for a ``LIBSSH2_METHOD_*``."""
+    def method_pref(self, method_type, prefs not None):
+        """Set the comma-separated preference list for a :class:`MethodType`."""
+        cdef int kind = _method(method_type)
         cdef bytes b_prefs = to_bytes(prefs)
         if self._session is NULL:
             raise _exc.SessionClosedError("the session is closed")
-        if method_type in (c.LIBSSH2_METHOD_CRYPT_CS, c.LIBSSH2_METHOD_CRYPT_SC):
+        if kind in (c.LIBSSH2_METHOD_CRYPT_CS, c.LIBSSH2_METHOD_CRYPT_SC):
             self._user_crypt_pref = True
-        return self._rc(c.libssh2_session_method_pref(self._session, method_type, b_prefs),
+        return self._rc(c.libssh2_session_method_pref(self._session, kind, b_prefs),
                         f"setting preferences {prefs!r}")
 
-    def methods(self, int method_type):
-        """The algorithm negotiated for a ``LIBSSH2_METHOD_*`` (after handshake)."""
+    def methods(self, method_type):
+        """The algorithm negotiated for a :class:`MethodType` (after handshake)."""
+        cdef int kind = _method(method_type)
         cdef const char *m
         if self._session is NULL:
             raise _exc.SessionClosedError("the session is closed")
-        m = c.libssh2_session_methods(self._session, method_type)
+        m = c.libssh2_session_methods(self._session, kind)
         return None if m is NULL else m.decode()
 
-    def supported_algs(self, int method_type):
-        """The algorithms this libssh2 supports for a ``LIBSSH2_METHOD_*``."""
+    def supported_algs(self, method_type):
+        """The algorithms this libssh2 supports for a :class:`MethodType`."""
+        cdef int kind = _method(method_type)
         cdef const char **algs = NULL
         cdef int i, n
         if self._session is NULL:
             raise _exc.SessionClosedError("the session is closed")
-        n = c.libssh2_session_supported_algs(self._session, method_type, &algs)
+        n = c.libssh2_session_supported_algs(self._session, kind, &algs)
         self._rc(n, f"listing algorithms for method {method_type}")
         try:
             return [algs[i].decode() for i in range(n)]
@@ -791,11 +847,13 @@ cdef class Session:
             return self._null_result(f"opening a streamlocal channel to {socket_path} failed")
         return PyChannel(channel, self)
 
-    def forward_listen_ex(self, host, int port, int bound_port=0, int queue_maxsize=16):
-        """Ask the server to listen on ``host:port`` (``ssh -R``); a :class:`Listener`.
+    def forward_listen_ex(self, int queue_maxsize, host=None, int port=0):
+        """Ask the server to listen on ``host:port`` (``ssh -R``): ``(listener, bound_port)``,
+        or EAGAIN in non-blocking mode.
 
-        ``port`` 0 lets the server choose; the port it bound is
-        ``listener.bound_port``. (``bound_port`` is accepted for compatibility.)
+        ``host`` None listens on every address; ``port`` 0 lets the server
+        choose (``bound_port`` says which). At most ``queue_maxsize``
+        connections wait for ``Listener.forward_accept``.
         """
         cdef bytes b_host = to_bytes(host) if host is not None else None
         cdef const char *c_host = NULL if b_host is None else <const char *>b_host
@@ -808,11 +866,13 @@ cdef class Session:
                                                          &out_port, queue_maxsize)
             unlock(self._lock)
         if listener is NULL:
-            return self._null_result(f"remote port forward on {host}:{port} failed")
-        return PyListener(listener, self, out_port)
+            return self._null_result(f"remote port forward on {host or '*'}:{port} failed")
+        return PyListener(listener, self, out_port), out_port
 
     def forward_listen(self, int port):
-        return self.forward_listen_ex(None, port, 0, 16)
+        """Ask the server to listen on ``port`` of every address: a :class:`Listener`."""
+        result = self.forward_listen_ex(16, None, port)
+        return result if isinstance(result, int) else result[0]
 
     def sftp_init(self):
         """Start the SFTP subsystem: an :class:`ssh2.sftp.SFTP`, or EAGAIN."""

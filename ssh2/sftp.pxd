@@ -11,10 +11,6 @@ cdef class SFTP:
     cdef int _rc(self, int rc, str context) except -1
     cdef object _null_result(self, str context)
     cdef int _wait(self, object wait) except -1
-    cdef object _pump_down(self, SFTPHandle handle, int fd, object callback, object wait,
-                           unsigned long long size, size_t chunk)
-    cdef object _pump_up(self, SFTPHandle handle, int fd, object callback, object wait,
-                         unsigned long long size, size_t chunk)
 
 
 cdef SFTP PySFTP(csftp.LIBSSH2_SFTP *sftp, Session session)

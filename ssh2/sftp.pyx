@@ -1,14 +1,12 @@
 # cython: language_level=3
 """``SFTP``: the SFTP subsystem of a session, and pipelined bulk transfers."""
 cimport cython
-from libc.stdlib cimport malloc, free
-from libc.errno cimport errno, EINTR
-from posix.unistd cimport read as c_read, write as c_write
 
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport sftp as csftp
 from ssh2.session cimport Session, CHILD_SFTP, lock, unlock
-from ssh2.sftp_handle cimport SFTPHandle, SFTPAttributes, SFTPStatVFS, PySFTPHandle
+from ssh2.sftp_handle cimport (SFTPHandle, SFTPAttributes, SFTPStatVFS, PySFTPHandle,
+                               TRANSFER_CHUNK)
 from ssh2.utils cimport to_bytes, poll_fd
 
 import os
@@ -75,9 +73,6 @@ LIBSSH2_FX_NOT_A_DIRECTORY = csftp.LIBSSH2_FX_NOT_A_DIRECTORY
 LIBSSH2_FX_INVALID_FILENAME = csftp.LIBSSH2_FX_INVALID_FILENAME
 LIBSSH2_FX_LINK_LOOP = csftp.LIBSSH2_FX_LINK_LOOP
 
-# libssh2 keeps up to 4x the buffer size of read requests in flight (capped at
-# 8 MiB): 2 MiB buffers fill that pipeline.
-DEF TRANSFER_CHUNK = 2097152
 
 
 cdef SFTP PySFTP(csftp.LIBSSH2_SFTP *sftp, Session session):
@@ -85,19 +80,6 @@ cdef SFTP PySFTP(csftp.LIBSSH2_SFTP *sftp, Session session):
     obj._sftp = sftp
     obj.session = session
     return obj
-
-
-cdef Py_ssize_t _write_all(int fd, const char *buf, Py_ssize_t n) noexcept nogil:
-    """write() all of buf; returns n, or -1 with errno set."""
-    cdef Py_ssize_t done = 0, rc
-    while done < n:
-        rc = c_write(fd, buf + done, n - done)
-        if rc < 0:
-            if errno == EINTR:
-                continue
-            return -1
-        done += rc
-    return n
 
 
 @cython.no_gc_clear
@@ -370,8 +352,8 @@ cdef class SFTP:
             fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=directory)
             try:
                 try:
-                    total = self._pump_down(handle, fd, callback, wait, attrs._attrs.filesize,
-                                            chunk_size)
+                    total = handle.read_into_fd(fd, callback, wait, chunk_size,
+                                                attrs._attrs.filesize)
                 finally:
                     os.close(fd)
                 if attrs._attrs.flags & csftp.LIBSSH2_SFTP_ATTR_PERMISSIONS:
@@ -390,46 +372,6 @@ cdef class SFTP:
                 except _exc.SSH2Error:
                     pass
         return total
-
-    cdef object _pump_down(self, SFTPHandle handle, int fd, object callback, object wait,
-                           unsigned long long size, size_t chunk):
-        cdef csftp.LIBSSH2_SFTP_HANDLE *h = handle._ptr()
-        cdef char *buf = <char *>malloc(chunk)
-        cdef Py_ssize_t n = 0
-        cdef unsigned long long total = 0
-        cdef bint report = callback is not None
-        cdef int werr = 0
-        if buf is NULL:
-            raise MemoryError()
-        try:
-            while True:
-                with nogil:
-                    while True:
-                        lock(self.session._lock)
-                        n = csftp.libssh2_sftp_read(h, buf, chunk)
-                        unlock(self.session._lock)
-                        if n <= 0:
-                            break
-                        if _write_all(fd, buf, n) < 0:
-                            werr = errno
-                            break
-                        total += n
-                        if report:
-                            break
-                if werr:
-                    raise _exc.SFTPIOError(
-                        f"writing the local file failed: {os.strerror(werr)}", None)
-                if n == c.LIBSSH2_ERROR_EAGAIN:
-                    self._wait(wait)
-                    continue
-                if n < 0:
-                    self._raise(n, "reading the remote file failed")
-                if report and n > 0:
-                    callback(total, size)
-                if n == 0:
-                    return total
-        finally:
-            free(buf)
 
     def upload(self, local_path, remote_path, mode=None, callback=None, wait=None,
                size_t chunk_size=TRANSFER_CHUNK):
@@ -455,7 +397,7 @@ cdef class SFTP:
                 csftp.LIBSSH2_FXF_WRITE | csftp.LIBSSH2_FXF_CREAT | csftp.LIBSSH2_FXF_TRUNC
                 | csftp.LIBSSH2_FXF_EXCL, mode)
             try:
-                total = self._pump_up(handle, fd, callback, wait, st.st_size, chunk_size)
+                total = handle.write_from_fd(fd, callback, wait, chunk_size)
                 self._until_done(handle.close, wait)
                 try:
                     self._until_done(self.posix_rename, wait, tmp, remote)
@@ -476,55 +418,3 @@ cdef class SFTP:
         finally:
             os.close(fd)
         return total
-
-    cdef object _pump_up(self, SFTPHandle handle, int fd, object callback, object wait,
-                         unsigned long long size, size_t chunk):
-        cdef csftp.LIBSSH2_SFTP_HANDLE *h = handle._ptr()
-        cdef char *buf = <char *>malloc(chunk)
-        cdef Py_ssize_t filled = 0, sent = 0, n = 0
-        cdef unsigned long long total = 0
-        cdef bint report = callback is not None
-        cdef int rerr = 0
-        if buf is NULL:
-            raise MemoryError()
-        try:
-            while True:
-                with nogil:
-                    while True:
-                        if sent == filled:
-                            filled = c_read(fd, buf, chunk)
-                            sent = 0
-                            if filled < 0:
-                                if errno == EINTR:
-                                    filled = 0
-                                    continue
-                                rerr = errno
-                                filled = 0
-                                break
-                            if filled == 0:
-                                n = 0
-                                break
-                        # Same pointer and length after EAGAIN, as libssh2 requires.
-                        lock(self.session._lock)
-                        n = csftp.libssh2_sftp_write(h, buf + sent, filled - sent)
-                        unlock(self.session._lock)
-                        if n < 0:
-                            break
-                        sent += n
-                        total += n
-                        if report and sent == filled:
-                            n = 1
-                            break
-                if rerr:
-                    raise _exc.SFTPIOError(f"reading the local file failed: {os.strerror(rerr)}",
-                                           None)
-                if n == c.LIBSSH2_ERROR_EAGAIN:
-                    self._wait(wait)
-                    continue
-                if n < 0:
-                    self._raise(n, "writing the remote file failed")
-                if n == 0:
-                    return total
-                callback(total, size)
-        finally:
-            free(buf)

@@ -2,6 +2,12 @@ from ssh2.c cimport sftp as csftp
 from ssh2.sftp cimport SFTP
 
 
+# libssh2 keeps up to 4x the buffer size of read requests in flight (capped at
+# 8 MiB): 2 MiB buffers fill that pipeline.
+cdef enum:
+    TRANSFER_CHUNK = 2097152
+
+
 cdef class SFTPHandle:
     cdef csftp.LIBSSH2_SFTP_HANDLE *_handle
     cdef readonly SFTP sftp

@@ -3,7 +3,10 @@
 cimport cython
 from cpython.object cimport PyObject
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE
+from libc.errno cimport errno, EINTR
+from libc.stdlib cimport malloc, free
 from libc.string cimport memset
+from posix.unistd cimport read as c_read, write as c_write
 
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport sftp as csftp
@@ -12,10 +15,24 @@ from ssh2.sftp cimport SFTP
 from ssh2.utils cimport to_bytes
 from ssh2._bytes cimport bytes_alloc, bytes_data, bytes_take
 
+import os
 from ssh2 import exceptions as _exc
 
 DEF READ_SIZE = 262144
 DEF NAME_SIZE = 1024
+
+
+cdef Py_ssize_t _write_all(int fd, const char *buf, Py_ssize_t n) noexcept nogil:
+    """write() all of buf; returns n, or -1 with errno set."""
+    cdef Py_ssize_t done = 0, rc
+    while done < n:
+        rc = c_write(fd, buf + done, n - done)
+        if rc < 0:
+            if errno == EINTR:
+                continue
+            return -1
+        done += rc
+    return n
 
 
 cdef SFTPHandle PySFTPHandle(csftp.LIBSSH2_SFTP_HANDLE *handle, SFTP sftp):
@@ -151,6 +168,113 @@ cdef class SFTPHandle:
             self.sftp._rc(rc, "writing the remote file failed")
         return rc, total
 
+    def read_into_fd(self, int fd, callback=None, wait=None, size_t chunk_size=TRANSFER_CHUNK,
+                     unsigned long long total_size=0):
+        """Read the file to its end into the open file descriptor ``fd``.
+
+        The copy loop runs in C without the GIL, with up to 4 x ``chunk_size``
+        of read requests in flight. ``callback(bytes_done, total_size)``
+        follows each chunk (``total_size``: as given, 0 if unknown). In
+        non-blocking mode ``wait()`` is called whenever the session would
+        block; without it the socket is poll()ed. Returns the bytes copied. A
+        failed local write raises ``OSError``.
+        """
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef char *buf = <char *>malloc(chunk_size)
+        cdef Py_ssize_t n = 0
+        cdef unsigned long long total = 0
+        cdef bint report = callback is not None
+        cdef int werr = 0
+        if buf is NULL:
+            raise MemoryError()
+        try:
+            while True:
+                with nogil:
+                    while True:
+                        lock(self.sftp.session._lock)
+                        n = csftp.libssh2_sftp_read(h, buf, chunk_size)
+                        unlock(self.sftp.session._lock)
+                        if n <= 0:
+                            break
+                        if _write_all(fd, buf, n) < 0:
+                            werr = errno
+                            break
+                        total += n
+                        if report:
+                            break
+                if werr:
+                    raise OSError(werr, f"writing the local file failed: {os.strerror(werr)}")
+                if n == c.LIBSSH2_ERROR_EAGAIN:
+                    self.sftp._wait(wait)
+                    continue
+                if n < 0:
+                    self.sftp._raise(n, "reading the remote file failed")
+                if report and n > 0:
+                    callback(total, total_size)
+                if n == 0:
+                    return total
+        finally:
+            free(buf)
+
+    def write_from_fd(self, int fd, callback=None, wait=None, size_t chunk_size=TRANSFER_CHUNK):
+        """Write everything readable from the file descriptor ``fd`` to the file.
+
+        Writes are pipelined by libssh2 (many packets in flight per call), in
+        C without the GIL. ``callback(bytes_done, total_size)`` follows each
+        chunk (``total_size``: the size of ``fd``'s file). ``wait`` as for
+        :meth:`read_into_fd`. Returns the bytes written. A failed local read
+        raises ``OSError``.
+        """
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef char *buf = <char *>malloc(chunk_size)
+        cdef Py_ssize_t filled = 0, sent = 0, n = 0
+        cdef unsigned long long total = 0
+        cdef bint report = callback is not None
+        cdef int rerr = 0
+        size = os.fstat(fd).st_size if report else 0
+        if buf is NULL:
+            raise MemoryError()
+        try:
+            while True:
+                with nogil:
+                    while True:
+                        if sent == filled:
+                            filled = c_read(fd, buf, chunk_size)
+                            sent = 0
+                            if filled < 0:
+                                if errno == EINTR:
+                                    filled = 0
+                                    continue
+                                rerr = errno
+                                filled = 0
+                                break
+                            if filled == 0:
+                                n = 0
+                                break
+                        # Same pointer and length after EAGAIN, as libssh2 requires.
+                        lock(self.sftp.session._lock)
+                        n = csftp.libssh2_sftp_write(h, buf + sent, filled - sent)
+                        unlock(self.sftp.session._lock)
+                        if n < 0:
+                            break
+                        sent += n
+                        total += n
+                        if report and sent == filled:
+                            n = 1
+                            break
+                if rerr:
+                    raise OSError(rerr, f"reading the local file failed: {os.strerror(rerr)}")
+                if n == c.LIBSSH2_ERROR_EAGAIN:
+                    self.sftp._wait(wait)
+                    continue
+                if n < 0:
+                    self.sftp._raise(n, "writing the remote file failed")
+                if n == 0:
+                    return total
+                callback(total, size)
+        finally:
+            free(buf)
+
     def _readdir(self, size_t buffer_maxlen, size_t longentry_maxlen):
         cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
         cdef SFTPAttributes attrs = SFTPAttributes.__new__(SFTPAttributes)
@@ -171,25 +295,21 @@ cdef class SFTPHandle:
                 bytes(longentry).split(b"\0", 1)[0] if longentry is not None else b"", attrs)
 
     def readdir_ex(self, size_t longentry_maxlen=NAME_SIZE, size_t buffer_maxlen=NAME_SIZE):
-        """Yield ``(size, name, longentry, attrs)`` per entry; a final
-        ``(EAGAIN, ...)`` in non-blocking mode means "call again later"."""
+        """Yield ``(size, name, longentry, attrs)`` per entry. In non-blocking
+        mode an ``(EAGAIN, b"", b"", None)`` item means "wait for the socket":
+        iterating on continues the listing."""
         while True:
             rc, name, longentry, attrs = self._readdir(buffer_maxlen, longentry_maxlen)
-            if rc == c.LIBSSH2_ERROR_EAGAIN:
-                yield rc, name, longentry, attrs
-                return
-            if rc <= 0:
+            if rc == 0 or (rc < 0 and rc != c.LIBSSH2_ERROR_EAGAIN):
                 return
             yield rc, name, longentry, attrs
 
     def readdir(self, size_t buffer_maxlen=NAME_SIZE):
-        """Yield ``(size, name, attrs)`` per directory entry (see :meth:`readdir_ex`)."""
+        """Yield ``(size, name, attrs)`` per directory entry; EAGAIN items as for
+        :meth:`readdir_ex`."""
         while True:
             rc, name, _, attrs = self._readdir(buffer_maxlen, 0)
-            if rc == c.LIBSSH2_ERROR_EAGAIN:
-                yield rc, name, attrs
-                return
-            if rc <= 0:
+            if rc == 0 or (rc < 0 and rc != c.LIBSSH2_ERROR_EAGAIN):
                 return
             yield rc, name, attrs
 

@@ -2,7 +2,7 @@
 """Helpers: libssh2 version, waiting on a session's socket, error codes."""
 from libc.errno cimport errno, EINTR
 from posix.fcntl cimport fcntl, F_GETFL, F_SETFL, O_NONBLOCK
-from posix.stat cimport struct_stat, fstat
+from posix.stat cimport struct_stat, fstat, S_ISSOCK
 
 from ssh2.c cimport libssh2 as c
 from ssh2.session cimport Session
@@ -44,16 +44,24 @@ cdef bytes to_bytes(object value):
 
 
 cdef int sock_fd(object sock) except -1:
+    """The fd of a socket object (or an fd given as int); TypeError unless it is a socket."""
     cdef int fd
+    cdef struct_stat st
     if isinstance(sock, int):
-        fd = sock
+        number = sock
     else:
         try:
-            fd = sock.fileno()
+            number = sock.fileno()
         except AttributeError:
             raise TypeError(f"expected a socket or file descriptor, got {type(sock).__name__}")
+        if not isinstance(number, int):
+            raise TypeError(f"{type(sock).__name__}.fileno() returned "
+                            f"{type(number).__name__}, not a file descriptor")
+    fd = number
     if fd < 0:
         raise _exc.BadSocketError("the socket is closed (fileno() is -1)")
+    if fstat(fd, &st) == 0 and not S_ISSOCK(st.st_mode):
+        raise TypeError(f"file descriptor {fd} is not a socket")
     return fd
 
 

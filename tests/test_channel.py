@@ -218,7 +218,7 @@ def test_direct_tcpip_ex_to_closed_port_raises(session):
 
 
 def test_forward_listen_and_accept(session):
-    listener = session.forward_listen_ex("127.0.0.1", 0)
+    listener, _ = session.forward_listen_ex(16, "127.0.0.1", 0)
     assert listener.bound_port > 0
     replies = []
 

@@ -227,7 +227,7 @@ def test_agent_identities_and_userauth(server, agent):
     sock, session = connect(server, auth=False)
     ag = session.agent_init()
     ag.set_identity_path(agent)
-    assert ag.get_identity_path() == agent
+    assert ag.get_identity_path() == agent.encode()
     ag.connect()
     identities = ag.get_identities()
     assert len(identities) == 1
