@@ -1,44 +1,88 @@
-"""Per-host settings for :class:`pssh.clients.ParallelSSHClient`."""
+"""Per-host settings for :class:`pssh.clients.ParallelSSHClient` (parallel-ssh's ``HostConfig``)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from typing import Optional, Union
 
+from pssh.exceptions import InvalidAPIUseError
+from pssh.options import ConnectOptions
 
-@dataclass(slots=True)
+# field -> accepted types, for the checks parallel-ssh makes (ValueError on others)
+_TYPES = {
+    "user": (str,), "port": (int,), "password": (str,), "alias": (str,),
+    "private_key": (str, bytes), "allow_agent": (bool,), "num_retries": (int,),
+    "timeout": (int, float), "retry_delay": (int, float), "identity_auth": (bool,),
+    "proxy_host": (str,), "proxy_port": (int,), "proxy_user": (str,),
+    "proxy_password": (str,), "proxy_pkey": (str, bytes), "keepalive_seconds": (int,),
+    "ipv6_only": (bool,), "cert_file": (str, bytes), "forward_ssh_agent": (bool,),
+    "gssapi_auth": (bool,), "gssapi_server_identity": (str,),
+    "gssapi_client_identity": (str,), "gssapi_delegate_credentials": (bool,),
+    "compress": (bool,), "keyboard_interactive": (bool,), "passphrase": (str,),
+    "proxy_jump": (str,), "known_hosts": (str,), "host_key_policy": (str,),
+    "keepalive_count_max": (int,),
+}
+# HostConfig name -> ConnectOptions name, where they differ
+_RENAMED = {"private_key": "pkey"}
+# accepted for parallel-ssh compatibility; they change nothing here (see the docs)
+_IGNORED = ("auth_thread_pool", "gssapi_auth", "gssapi_server_identity",
+            "gssapi_client_identity", "gssapi_delegate_credentials")
+
+
 class HostConfig:
     """Settings for one host that override the client's.
 
-    A field left at ``None`` falls back to the client's value; any other value,
-    including ``False`` and ``0``, overrides it.
+    A field left at ``None`` takes the client's value; any other value,
+    ``False`` and ``0`` included, overrides it. Wrong types raise
+    ``ValueError``, as in parallel-ssh. Beyond parallel-ssh's fields:
+    ``passphrase``, ``proxy_jump``, ``known_hosts``, ``host_key_policy`` and
+    ``keepalive_count_max`` (see :class:`~pssh.clients.SSHClient`).
+    ``auth_thread_pool`` and the ``gssapi_*`` fields are accepted and ignored
+    (logins never block the event loop here; GSSAPI is not offered).
     """
 
-    user: Optional[str] = None
-    port: Optional[int] = None
-    password: Optional[str] = None
-    private_key: Optional[Union[str, bytes]] = None
-    allow_agent: Optional[bool] = None
-    num_retries: Optional[int] = None
-    retry_delay: Optional[float] = None
-    timeout: Optional[float] = None
-    identity_auth: Optional[bool] = None
-    keepalive_seconds: Optional[int] = None
-    keepalive_count_max: Optional[int] = None
-    alias: Optional[str] = None
-    known_hosts: Optional[str] = None
-    host_key_policy: Optional[str] = None
-    keyboard_interactive: Optional[bool] = None
-    proxy_host: Optional[str] = None
-    proxy_port: Optional[int] = None
-    proxy_user: Optional[str] = None
-    proxy_password: Optional[str] = None
-    proxy_pkey: Optional[Union[str, bytes]] = None
-    forward_ssh_agent: Optional[bool] = None
-    compress: Optional[bool] = None
-    ipv6_only: Optional[bool] = None
-    cert_file: Optional[str] = None
+    __slots__ = tuple(_TYPES) + ("auth_thread_pool",)
 
-    def overrides(self) -> dict:
-        """The fields this config sets (not ``None``)."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if getattr(self, f.name) is not None and f.name != "alias"}
+    def __init__(self, user: Optional[str] = None, port: Optional[int] = None,
+                 password: Optional[str] = None, private_key: Union[str, bytes, None] = None,
+                 allow_agent: Optional[bool] = None, alias: Optional[str] = None,
+                 num_retries: Optional[int] = None, retry_delay: Optional[float] = None,
+                 timeout: Optional[float] = None, identity_auth: Optional[bool] = None,
+                 proxy_host: Optional[str] = None, proxy_port: Optional[int] = None,
+                 proxy_user: Optional[str] = None, proxy_password: Optional[str] = None,
+                 proxy_pkey: Union[str, bytes, None] = None,
+                 keepalive_seconds: Optional[int] = None, ipv6_only: Optional[bool] = None,
+                 cert_file: Optional[str] = None, auth_thread_pool: bool = True,
+                 gssapi_auth: Optional[bool] = None, gssapi_server_identity: Optional[str] = None,
+                 gssapi_client_identity: Optional[str] = None,
+                 gssapi_delegate_credentials: Optional[bool] = None,
+                 forward_ssh_agent: Optional[bool] = None, compress: Optional[bool] = None,
+                 keyboard_interactive: Optional[bool] = None, passphrase: Optional[str] = None,
+                 proxy_jump: Optional[str] = None, known_hosts: Optional[str] = None,
+                 host_key_policy: Optional[str] = None,
+                 keepalive_count_max: Optional[int] = None) -> None:
+        values = dict(locals())
+        for name in self.__slots__:
+            setattr(self, name, values[name])
+        if keyboard_interactive and not password:
+            raise InvalidAPIUseError("keyboard_interactive authentication is on but no "
+                                     "password is given")
+        self._sanity_checks()
+
+    def _sanity_checks(self) -> None:
+        for name, types in _TYPES.items():
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, types):
+                raise ValueError(f"HostConfig {name}={value!r} is not "
+                                 f"{' or '.join(t.__name__ for t in types)}")
+
+    def options(self) -> ConnectOptions:
+        """The settings this config makes, as a layer of :class:`~pssh.options.ConnectOptions`."""
+        given = {_RENAMED.get(name, name): getattr(self, name) for name in _TYPES
+                 if name not in _IGNORED and getattr(self, name) is not None}
+        if isinstance(given.get("cert_file"), bytes):
+            given["cert_file"] = given["cert_file"].decode()
+        return ConnectOptions(**given)
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _TYPES
+                          if getattr(self, name) is not None and name != "password")
+        return f"HostConfig({shown})"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional, Sequence, Tuple
 
-from pssh.exceptions import HostKeyMismatchError, UnknownHostKeyError
+from pssh.exceptions import HostKeyError, HostKeyMismatchError, UnknownHostKeyError
 from pssh.host_certificates import CERT_SUFFIX, HostCertificate, is_certificate, key_type_of
 from ssh2.session import HOST_CERTIFICATES, LIBSSH2_METHOD_HOSTKEY
 
@@ -165,7 +165,10 @@ def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
     path = _path(known_hosts)
     name = known_hosts_name(host, port)
     entries = load(path)
-    key = session.hostkey()[0]
+    presented = session.hostkey()
+    key = presented[0] if isinstance(presented, tuple) and presented else None
+    if not isinstance(key, bytes) or not key:
+        raise HostKeyError.at(host, port, "the server presented no host key to verify")
     if is_certificate(key):
         if _certificate_trusted(key, host, port, name, entries, path):
             return
@@ -176,14 +179,14 @@ def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
         return
     key_type = key_type_of(key)
     if any(key_type_of(e.key) == key_type for e in known):
-        raise HostKeyMismatchError(
+        raise HostKeyMismatchError.at(
+            host, port,
             f"host key does NOT match {path}: the server presented {fingerprint(key)}; "
             f"the key changed or someone is intercepting the connection. Remove the old "
-            f"entry (ssh-keygen -R '{name}') if the change is expected", host, port)
+            f"entry (ssh-keygen -R '{name}') if the change is expected")
     if policy == "strict":
-        raise UnknownHostKeyError(
-            f"host is not in {path} (policy 'strict'); its key is {fingerprint(key)}",
-            host, port)
+        raise UnknownHostKeyError.at(
+            host, port, f"host is not in {path} (policy 'strict'); its key is {fingerprint(key)}")
     line = f"{name} {key_type} {base64.b64encode(key).decode()}\n"
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
     # One write() call in one greenlet: concurrent hosts never interleave lines.
@@ -196,9 +199,9 @@ def _refuse_revoked(key: bytes, entries: Sequence[Entry], host: str, port: int, 
                     what: str) -> None:
     for entry in entries:
         if entry.marker == "revoked" and entry.key == key:
-            raise HostKeyMismatchError(
-                f"the {what} {fingerprint(key)} is marked @revoked in {path} "
-                f"(line {entry.line})", host, port)
+            raise HostKeyMismatchError.at(
+                host, port, f"the {what} {fingerprint(key)} is marked @revoked in {path} "
+                f"(line {entry.line})")
 
 
 def _certificate_trusted(blob: bytes, host: str, port: int, name: str,
@@ -208,8 +211,8 @@ def _certificate_trusted(blob: bytes, host: str, port: int, name: str,
     try:
         cert = HostCertificate.parse(blob)
     except ValueError as err:
-        raise HostKeyMismatchError(f"the server's host certificate cannot be read: {err}",
-                                   host, port) from None
+        raise HostKeyMismatchError.at(
+            host, port, f"the server's host certificate cannot be read: {err}") from None
     if not any(e.marker == "cert-authority" and e.key == cert.signature_key and e.matches(name)
                for e in entries):
         log.debug("%s:%d: host certificate by CA %s, not trusted for %s; checking its key",
@@ -219,9 +222,9 @@ def _certificate_trusted(blob: bytes, host: str, port: int, name: str,
     _refuse_revoked(cert.public_key, entries, host, port, path, "host key")
     problem = cert.problem(host)
     if problem is not None:
-        raise HostKeyMismatchError(
-            f"host certificate {cert.key_id!r} (serial {cert.serial}, CA "
-            f"{fingerprint(cert.signature_key)}) refused: {problem}", host, port)
+        raise HostKeyMismatchError.at(
+            host, port, f"host certificate {cert.key_id!r} (serial {cert.serial}, CA "
+            f"{fingerprint(cert.signature_key)}) refused: {problem}")
     log.debug("%s:%d: host certificate %r valid, CA %s", host, port, cert.key_id,
               fingerprint(cert.signature_key))
     return True

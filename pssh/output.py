@@ -1,86 +1,119 @@
-"""``HostOutput``: one host's command, its streams and its result."""
+"""``HostOutput``: one host's command, its streams and its result (parallel-ssh's API)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional
 
 if TYPE_CHECKING:
-    from pssh.clients.native.single import SSHClient
-    from pssh.reader import ChannelReader
+    from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer
 
 
-class Stdin:
-    """The command's standard input: ``write()`` then ``flush()``; ``close()`` sends EOF."""
+class BufferData:
+    """One stream of a command: ``rw_buffer`` holds what was read and not yet consumed;
+    ``reader`` is the :class:`~pssh.clients.reader.ChannelReader` that fills it."""
 
-    __slots__ = ("_reader",)
+    __slots__ = ("reader", "rw_buffer")
 
-    def __init__(self, reader: "ChannelReader") -> None:
-        self._reader = reader
+    def __init__(self, reader: Optional["ChannelReader"], rw_buffer: "ConcurrentRWBuffer") -> None:
+        self.reader = reader
+        self.rw_buffer = rw_buffer
 
-    def write(self, data) -> None:
-        self._reader.write(data)
 
-    def flush(self) -> None:
-        self._reader.flush()
+class HostOutputBuffers:
+    """The stdout and stderr :class:`BufferData` of a command."""
 
-    def close(self) -> None:
-        self._reader.send_eof()
+    __slots__ = ("stdout", "stderr")
+
+    def __init__(self, stdout: BufferData, stderr: BufferData) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+
+    @classmethod
+    def of(cls, reader: "ChannelReader") -> "HostOutputBuffers":
+        return cls(BufferData(reader, reader.stdout), BufferData(reader, reader.stderr))
 
 
 class HostOutput:
-    """What ``run_command`` returns for each host.
+    """What ``run_command`` returns for a host.
 
-    ``stdout`` and ``stderr`` iterate over decoded lines as the command
-    produces them (``\\n`` and ``\\r\\n`` endings removed, a last line without
-    a newline included). ``exit_code`` is set once the command has finished
-    and its output has been read (or ``join`` has run). A host that failed has
-    ``exception`` set and empty ``stdout``/``stderr``.
+    ``stdout`` and ``stderr`` iterate over the command's output lines as it
+    produces them (decoded with ``encoding``; ``\\n`` and ``\\r\\n`` removed;
+    a last line without a newline included). Each iteration is bounded by
+    ``read_timeout`` as a whole and raises :class:`pssh.exceptions.Timeout`
+    when it passes; output not yet read stays for the next iteration.
+    ``exit_code`` is set once the command has ended and its output was read
+    to the end (or ``join``/``wait_finished`` ran). A host that failed has
+    ``exception`` set, ``client`` None and no output.
+
+    ``fully_qualified_command``: the command as sent, bytes in ``encoding``
+    (with per-host arguments, sudo and shell applied); None for shells.
+    ``errors``: how undecodable bytes are decoded (default ``"replace"``).
     """
 
-    __slots__ = ("host", "alias", "client", "exception", "encoding", "errors", "read_timeout",
-                 "_reader", "stdin")
+    __slots__ = ("host", "channel", "stdin", "client", "alias", "exception", "encoding",
+                 "read_timeout", "buffers", "fully_qualified_command", "errors")
 
-    def __init__(self, host: str, reader: Optional["ChannelReader"] = None,
-                 client: Optional["SSHClient"] = None, exception: Optional[BaseException] = None,
-                 alias: Optional[str] = None, encoding: str = "utf-8", errors: str = "replace",
-                 read_timeout: Optional[float] = None) -> None:
+    def __init__(self, host: str, channel: Any, stdin: Any, client: Any,
+                 alias: Optional[str] = None, exception: Optional[BaseException] = None,
+                 encoding: str = "utf-8", read_timeout: Optional[float] = None,
+                 buffers: Optional[HostOutputBuffers] = None,
+                 fully_qualified_command: Optional[bytes] = None,
+                 errors: str = "replace") -> None:
         self.host = host
-        self.alias = alias
+        self.channel = channel
+        self.stdin = stdin
         self.client = client
+        self.alias = alias
         self.exception = exception
         self.encoding = encoding
-        self.errors = errors
         self.read_timeout = read_timeout
-        self._reader = reader
-        self.stdin = Stdin(reader) if reader is not None else None
+        self.buffers = buffers
+        self.fully_qualified_command = fully_qualified_command
+        self.errors = errors
 
-    @property
-    def channel(self):
-        return self._reader.channel if self._reader is not None else None
+    def _lines(self, data: Optional[BufferData], prefix: str) -> Iterator[str]:
+        if self.client is None or data is None:
+            return iter(())
+        return self.client.read_output_buffer(
+            self.client.read_output(data.rw_buffer, timeout=self.read_timeout),
+            prefix=prefix, encoding=self.encoding, errors=self.errors)
 
     @property
     def stdout(self) -> Iterator[str]:
-        if self._reader is None:
-            return iter(())
-        return self._reader.lines(0, self.encoding, self.errors, self.read_timeout)
+        """The command's standard output, line by line, as it comes."""
+        return self._lines(self.buffers.stdout if self.buffers else None, "")
 
     @property
     def stderr(self) -> Iterator[str]:
-        if self._reader is None:
-            return iter(())
-        return self._reader.lines(1, self.encoding, self.errors, self.read_timeout)
+        """The command's standard error, line by line, as it comes."""
+        return self._lines(self.buffers.stderr if self.buffers else None, "\t[err]")
 
     @property
     def exit_code(self) -> Optional[int]:
-        return self._reader.exit_code if self._reader is not None else None
+        """The exit status once known, else None."""
+        if self.client is None:
+            return None
+        return self.client.get_exit_status(self.channel)
 
     @property
     def exit_signal(self) -> Optional[str]:
-        return self._reader.exit_signal if self._reader is not None else None
+        """The signal that ended the command (e.g. ``"TERM"``), if one did."""
+        reader = self._reader
+        return reader.exit_signal if reader is not None else None
 
     @property
     def finished(self) -> bool:
-        return self._reader is None or self._reader.closed
+        """Whether the command has ended and its channel is closed (never blocks)."""
+        reader = self._reader
+        return reader is None or reader.closed
+
+    @property
+    def _reader(self) -> Optional["ChannelReader"]:
+        return self.buffers.stdout.reader if self.buffers is not None else None
 
     def __repr__(self) -> str:
-        state = f"exception={self.exception!r}" if self.exception else f"exit_code={self.exit_code}"
-        return f"HostOutput(host={self.host!r}, {state})"
+        return (f"HostOutput(host={self.host!r}, alias={self.alias!r}, "
+                f"exit_code={self.exit_code!r}, exception={self.exception!r}, "
+                f"encoding={self.encoding!r}, read_timeout={self.read_timeout!r}, "
+                f"fully_qualified_command={self.fully_qualified_command!r})")
+
+    __str__ = __repr__

@@ -38,7 +38,7 @@ def test_certificate_next_to_the_key_is_used(ca_server, tmp_path):
     key = signed_key(keys, "user", server.user, tmp_path)
     client = connect(server, tmp_path, pkey=key)
     assert list(client.run_command("echo by certificate").stdout) == ["by certificate"]
-    client.disconnect()
+    client.close()
     assert 'Accepted certificate ID "user"' in server.read_log(None)
 
 

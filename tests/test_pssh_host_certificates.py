@@ -120,12 +120,12 @@ def test_an_untrusted_ca_falls_back_to_the_plain_key(keys, tmp_path, serve):
     path = known_hosts(tmp_path, server, keys)
     with pytest.raises(exc.UnknownHostKeyError):
         connect(server, path)
-    connect(server, path, host_key_policy="accept-new").disconnect()
+    connect(server, path, host_key_policy="accept-new").close()
     learnt = path.read_text().splitlines()[-1].split()
     # The certified key itself is what accept-new records, never the certificate.
     assert learnt[1] == "ssh-ed25519"
     assert learnt[2] == open(keys / "host_ed25519.pub").read().split()[1]
-    connect(server, path).disconnect()
+    connect(server, path).close()
 
 
 def test_a_host_without_a_ca_line_is_checked_by_its_plain_key(keys, tmp_path, serve):

@@ -54,7 +54,7 @@ Host web*
     # known_hosts records the real host name, not the alias
     known = (tmp_path / "known_hosts").read_text()
     assert f"[{T1}]:{group.port}" in known and "web1" not in known
-    client.disconnect()
+    client.close()
 
 
 def test_explicit_arguments_win_over_config(group, tmp_path, known_hosts):
@@ -63,7 +63,7 @@ def test_explicit_arguments_win_over_config(group, tmp_path, known_hosts):
                        pkey=group.keys.private(), known_hosts=known_hosts, allow_agent=False,
                        identity_auth=False, ssh_config=path, timeout=10)
     assert list(client.run_command("echo ok").stdout) == ["ok"]
-    client.disconnect()
+    client.close()
 
 
 def test_config_strict_host_key_checking_refuses_unknown_host(group, tmp_path):
@@ -90,7 +90,7 @@ def test_proxy_host_shares_one_jump_session(group, known_hosts):
         assert list(host_output.stdout) == ["through", "3000000"]
         assert host_output.exit_code == 0
     assert accepted(group, J1) == before + 1
-    client.disconnect()
+    client.close()
 
 
 def test_proxy_jump_chain_of_two_hops_from_config(group, tmp_path):
@@ -113,18 +113,19 @@ Host *
     client._jumps.close()
     with pytest.raises((exc.PSSHError, OSError)):
         list(client.run_command("echo still here").stdout)
-    client.disconnect()
+    client.close()
 
 
 def test_jump_host_cannot_reach_target(group, known_hosts):
     closed_port = free_port(T1)
-    with pytest.raises(exc.ConnectionError) as info:
+    with pytest.raises(exc.ProxyTargetError) as info:  # a ConnectionError and a ProxyError
         SSHClient(T1, port=closed_port, pkey=group.keys.private(), known_hosts=known_hosts,
                   allow_agent=False, identity_auth=False, proxy_host=J1,
                   proxy_port=group.port, ssh_config=False, num_retries=1, retry_delay=0.05,
                   timeout=10)
     message = str(info.value)
     assert T1 in message and J1 in message
+    assert isinstance(info.value, exc.ConnectionError) and isinstance(info.value, exc.ProxyError)
 
 
 def test_failed_jump_host_is_reported_for_every_target(group, known_hosts):
@@ -134,6 +135,6 @@ def test_failed_jump_host_is_reported_for_every_target(group, known_hosts):
                                num_retries=0, timeout=10)
     output = client.run_command("echo never", stop_on_errors=False)
     for host_output in output:
-        assert isinstance(host_output.exception, exc.ConnectionError)
-        assert J1 in str(host_output.exception)
+        assert isinstance(host_output.exception, exc.ProxyError)  # as parallel-ssh
+        assert J1 in str(host_output.exception) and "refused" in str(host_output.exception)
         assert list(host_output.stdout) == []

@@ -55,7 +55,7 @@ def test_a_silent_server_is_declared_lost_and_waits_fail(group, tmp_path):
 def test_only_the_silent_host_fails(group, tmp_path):
     client = ParallelSSHClient(group.hosts, keepalive_seconds=1, keepalive_count_max=2,
                                **options(group, tmp_path))
-    client.connect_auth()
+    gevent.joinall(client.connect_auth(), raise_error=True)
     with stopped(group.servers[1]):
         output = client.run_command("sleep 4; echo done", stop_on_errors=False)
         client.join(output, timeout=30)

@@ -39,14 +39,14 @@ def test_hashed_names(server, tmp_path):
     path.write_text(server.known_hosts_lines())
     subprocess.run(["ssh-keygen", "-H", "-f", str(path)], check=True, capture_output=True)
     assert server.address not in path.read_text()
-    connect(server, path).disconnect()
+    connect(server, path).close()
 
 
 def test_wildcards_and_negation(server, tmp_path):
     path = tmp_path / "kh"
     pattern = f"[127.0.0.9?]:{server.port}"
     path.write_text(f"other.example,{pattern} {key_of(server)}\n")
-    connect(server, path).disconnect()
+    connect(server, path).close()
     path.write_text(f"{pattern},!{name(server)} {key_of(server)}\n")
     with pytest.raises(exc.UnknownHostKeyError):
         connect(server, path)
@@ -80,6 +80,6 @@ def test_a_known_key_of_another_type_is_not_a_mismatch(server, tmp_path):
     path.write_text(f"{name(server)} {other_key(tmp_path, 'rsa')}\n")
     with pytest.raises(exc.UnknownHostKeyError):
         connect(server, path)
-    connect(server, path, policy="accept-new").disconnect()
+    connect(server, path, policy="accept-new").close()
     assert path.read_text().splitlines()[-1] == f"{name(server)} {key_of(server)}"
-    connect(server, path).disconnect()
+    connect(server, path).close()

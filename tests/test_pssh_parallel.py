@@ -3,12 +3,14 @@ import socket
 import subprocess
 import time
 
+import gevent
 import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
 from pssh.config import HostConfig
 from pssh.sshd import ServerGroup
+from ssh2 import exceptions as ssh2_exc
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +26,7 @@ def known_hosts(tmp_path):
 
 def client_for(group, known_hosts, hosts=None, **kwargs):
     kwargs.setdefault("timeout", 10)
+    kwargs.setdefault("retry_delay", 0.1)
     return ParallelSSHClient(hosts or group.hosts, port=group.port,
                              pkey=group.keys.private(), known_hosts=known_hosts,
                              allow_agent=False, identity_auth=False, **kwargs)
@@ -59,7 +62,7 @@ def test_host_args_and_shell_quoting(group, known_hosts):
     client = client_for(group, known_hosts)
     output = client.run_command("echo %s", host_args=[f"arg{i}" for i in range(5)])
     assert [list(o.stdout) for o in output] == [[f"arg{i}"] for i in range(5)]
-    output = client.run_command("echo 'it'\"'\"'s quoted'", shell="sh")
+    output = client.run_command("echo 'it'\"'\"'s quoted'", shell="sh -c")
     assert all(list(o.stdout) == ["it's quoted"] for o in output)
     with pytest.raises(exc.HostArgumentError):
         client.run_command("echo %s", host_args=["only one"])
@@ -94,7 +97,8 @@ def test_stdin(group, known_hosts):
 
 def test_as_completed_yields_fastest_first(group, known_hosts):
     client = client_for(group, known_hosts, hosts=group.hosts[:3])
-    output = client.run_command("sleep %s; echo $0", host_args=["1.5", "0", "0.5"], shell="sh")
+    output = client.run_command("sleep %s; echo $0", host_args=["1.5", "0", "0.5"],
+                                shell="sh -c")
     order = [o.host for o in client.as_completed(output)]
     assert order == [group.hosts[1], group.hosts[2], group.hosts[0]]
     assert all(o.exit_code == 0 for o in output)
@@ -131,7 +135,8 @@ def test_failed_hosts_do_not_stop_the_others(group, known_hosts, tmp_path):
     elapsed = time.monotonic() - started
     assert [list(o.stdout) for o in output[:2]] == [["ok"], ["ok"]]
     assert isinstance(output[2].exception, exc.ConnectionError)
-    assert "127.0.0.30" in str(output[2].exception) and "2 attempts" in str(output[2].exception)
+    assert isinstance(output[2].exception, ConnectionRefusedError)  # as parallel-ssh raises it
+    assert "127.0.0.30" in str(output[2].exception) and "refused" in str(output[2].exception)
     assert isinstance(output[3].exception, exc.Timeout)
     assert "127.0.0.31" in str(output[3].exception)
     assert isinstance(output[4].exception, exc.UnknownHostError)
@@ -143,7 +148,8 @@ def test_failed_hosts_do_not_stop_the_others(group, known_hosts, tmp_path):
     blackhole.close()
 
 
-def test_bad_credentials_raise_without_retry(group, known_hosts, tmp_path):
+def test_rejected_login_is_tried_num_retries_times_on_one_connection(group, known_hosts,
+                                                                    tmp_path):
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(tmp_path / "k")],
                    check=True)
     server = group.servers[0]
@@ -151,8 +157,13 @@ def test_bad_credentials_raise_without_retry(group, known_hosts, tmp_path):
     with pytest.raises(exc.AuthenticationError) as info:
         SSHClient(server.address, port=server.port, pkey=str(tmp_path / "k"),
                   known_hosts=known_hosts, allow_agent=False, identity_auth=False,
-                  password="wrong", timeout=5, num_retries=3)
-    assert server.user in str(info.value) and server.address in str(info.value)
+                  timeout=5, num_retries=3, retry_delay=0.05)
+    err = info.value
+    assert server.user in str(err) and server.address in str(err) and "3 of 3" in str(err)
+    # parallel-ssh's args: (message, host, port, last cause, tries, num_retries)
+    assert err.args[1:3] == (server.address, server.port)
+    assert isinstance(err.args[3], ssh2_exc.AuthenticationError)
+    assert err.args[-2:] == (3, 3)
     assert server.read_log(None).count("Connection from") == before + 1
     with pytest.raises(exc.PKeyFileError):
         SSHClient(server.address, port=server.port, pkey=str(tmp_path / "missing"),
@@ -168,8 +179,8 @@ def test_host_key_policies(group, tmp_path):
         SSHClient(server.address, host_key_policy="strict", **common)
     assert "SHA256:" in str(info.value)
     assert not path.exists()
-    SSHClient(server.address, **common).disconnect()          # accept-new adds it
-    SSHClient(server.address, host_key_policy="strict", **common).disconnect()
+    SSHClient(server.address, **common).close()          # accept-new adds it
+    SSHClient(server.address, host_key_policy="strict", **common).close()
 
     # Another key of the negotiated type for the same host: refused before authentication.
     name, key_type, _ = path.read_text().split()
@@ -191,9 +202,9 @@ def test_host_config_false_and_zero_override(group, known_hosts):
     configs = [HostConfig(keepalive_seconds=0, allow_agent=False), HostConfig()]
     client = client_for(group, known_hosts, hosts=group.hosts[:2], host_config=configs,
                         keepalive_seconds=30)
-    client.connect_auth()
-    assert client._clients[0].keepalive_seconds == 0
-    assert client._clients[1].keepalive_seconds == 30
+    gevent.joinall(client.connect_auth(), raise_error=True)
+    assert client.host_client(0).keepalive_seconds == 0
+    assert client.host_client(1).keepalive_seconds == 30
     with pytest.raises(exc.HostConfigError):
         client_for(group, known_hosts, hosts=group.hosts[:2], host_config=[HostConfig()])
 
@@ -205,10 +216,13 @@ def test_single_client(group, known_hosts):
     out = client.run_command("echo single; exit 2")
     client.wait_finished(out)
     assert out.exit_code == 2
-    assert list(client.read_output(out)) == ["single"]
+    assert list(out.stdout) == ["single"]
     assert "exit_code=2" in repr(out)
-    client.disconnect()
-    client.disconnect()
+    with pytest.warns(DeprecationWarning):
+        client.disconnect()  # parallel-ssh 2.x: does nothing
+    assert list(client.run_command("echo still").stdout) == ["still"]
+    client.close()
+    client.close()
     with pytest.raises(exc.SessionError):
         client.run_command("echo after")
 
@@ -250,7 +264,7 @@ def test_keepalives_run_and_do_not_keep_a_dropped_client_alive(group, known_host
                        known_hosts=known_hosts, allow_agent=False, identity_auth=False,
                        keepalive_seconds=1, timeout=10)
     gevent.sleep(2.5)  # two keepalives sent in between
-    assert not client._keepalive.dead
+    assert not client._keepalive_greenlet.dead
     assert list(client.run_command("echo alive").stdout) == ["alive"]
     ref = weakref.ref(client)
     del client

@@ -141,7 +141,7 @@ def _execute(args, hosts: List[HostSpec], settings: dict) -> int:
             with timeout:
                 work(args, client, index, result, display)
         except exc.PSSHError as err:
-            result.error = err.message
+            result.error = err.reason
             client.disconnect_host(index)  # its session may be half-way through a call
         except (OSError, ValueError) as err:
             result.error = str(err)
@@ -158,7 +158,7 @@ def _execute(args, hosts: List[HostSpec], settings: dict) -> int:
         with display:
             gevent.joinall([client.pool.spawn(task, i) for i in range(len(hosts))])
     finally:
-        client.disconnect()
+        client.close()
     display.summary(results)
     return options.EXIT_OK if all(r.ok for r in results) else options.EXIT_HOSTS_FAILED
 

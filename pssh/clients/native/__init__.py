@@ -1,5 +1,5 @@
-"""The libssh2-based clients (also importable from :mod:`pssh.clients`)."""
+"""The libssh2 clients (also importable from :mod:`pssh.clients`)."""
 from pssh.clients.native.parallel import ParallelSSHClient
-from pssh.clients.native.single import SSHClient
+from pssh.clients.native.single import SSHClient, logger
 
-__all__ = ["ParallelSSHClient", "SSHClient"]
+__all__ = ["ParallelSSHClient", "SSHClient", "logger"]

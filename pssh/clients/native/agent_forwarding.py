@@ -20,33 +20,33 @@ from pssh.clients.native.relay import Relay
 from ssh2 import exceptions as ssh2_exc
 
 if TYPE_CHECKING:
-    from pssh.clients.native.single import SSHClient
+    from pssh.driver import SessionDriver
 
 log = logging.getLogger("pssh.agent")
 
 
 class AgentForwarder:
-    """Relays the agent channels of one client's session to the agent at ``agent_path``."""
+    """Relays the agent channels of one session to the agent at ``agent_path``."""
 
-    def __init__(self, client: "SSHClient", agent_path: str) -> None:
-        self.client = client
+    def __init__(self, driver: "SessionDriver", agent_path: str) -> None:
+        self.driver = driver
         self.agent_path = agent_path
         self._relays: Set[Relay] = set()
-        client.session.accept_agent_forwarding()
+        driver.session.accept_agent_forwarding()
+        driver.before_wait.append(self.poll)
 
     def request(self, channel) -> None:
         """Ask for forwarding on ``channel``; a refusal is logged and the command still runs."""
         try:
-            self.client.retry_eagain(channel.request_auth_agent,
-                                     what="requesting agent forwarding")
+            self.driver.eagain(channel.request_auth_agent, what="requesting agent forwarding")
         except ssh2_exc.SSH2Error as err:
-            self.client.log.warning("the server refused agent forwarding (%s); the command "
-                                    "runs without it", err.message or type(err).__name__)
+            log.warning("%s: the server refused agent forwarding (%s); the command runs "
+                        "without it", self.driver.host, err.message or type(err).__name__)
 
     def poll(self) -> None:
         """Start relaying every agent channel the server has opened so far; never waits."""
         while True:
-            channel = self.client.session.accept_agent_channel()
+            channel = self.driver.session.accept_agent_channel()
             if channel is None:
                 return
             sock = gsocket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -56,14 +56,16 @@ class AgentForwarder:
                 sock.close()
                 # Dropping the channel closes it: the remote program sees
                 # "agent refused operation"-style failure, not a hang.
-                self.client.log.warning("cannot reach the local SSH agent at %s: %s",
-                                        self.agent_path, err.strerror or err)
+                log.warning("%s: cannot reach the local SSH agent at %s: %s", self.driver.host,
+                            self.agent_path, err.strerror or err)
                 continue
-            self.client.log.debug("relaying a forwarded agent connection")
-            self._relays.add(Relay(self.client, channel, sock, "forwarded agent connection",
+            log.debug("%s: relaying a forwarded agent connection", self.driver.host)
+            self._relays.add(Relay(self.driver, channel, sock, "forwarded agent connection",
                                    on_end=self._relays.discard))
 
     def close(self) -> None:
+        if self.poll in self.driver.before_wait:
+            self.driver.before_wait.remove(self.poll)
         for relay in tuple(self._relays):
             relay.close()
         self._relays.clear()

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Callable, Optional
 import gevent
 
 from pssh import exceptions as exc
-from pssh.reader import ChannelReader
+from pssh.clients.reader import ChannelReader
 from ssh2 import exceptions as ssh2_exc
 
 if TYPE_CHECKING:
-    from pssh.clients.native.single import SSHClient
+    from pssh.driver import SessionDriver
 
 log = logging.getLogger("pssh.relay")
 
@@ -33,11 +33,12 @@ class Relay:
     any) is called with the relay.
     """
 
-    def __init__(self, client: "SSHClient", channel, sock: socket.socket, name: str,
+    def __init__(self, driver: "SessionDriver", channel, sock: socket.socket, name: str,
                  on_end: Optional[Callable[["Relay"], None]] = None) -> None:
-        self.client = client
+        self.driver = driver
         self.name = name
-        self.reader = ChannelReader(client, channel)
+        self.reader = ChannelReader(driver, channel)
+        self.reader.auto_finish = False
         self.sock = sock
         self._on_end = on_end
         self._greenlets = [gevent.spawn(self._upstream), gevent.spawn(self._downstream)]
@@ -52,26 +53,26 @@ class Relay:
                 self.reader.write(data)
             self.reader.send_eof()
         except _ENDED as err:
-            log.debug("%s: %s ended sending: %s", self.client.host, self.name, err)
+            log.debug("%s: %s ended sending: %s", self.driver.host, self.name, err)
             self.sock.close()
 
     def _downstream(self) -> None:
         try:
-            for data in self.reader.chunks(0, None, finish=False):
+            for data in self.reader.stdout:
                 self.sock.sendall(data)
             self.sock.shutdown(socket.SHUT_WR)
         except _ENDED as err:
-            log.debug("%s: %s ended receiving: %s", self.client.host, self.name, err)
+            log.debug("%s: %s ended receiving: %s", self.driver.host, self.name, err)
             self.sock.close()
 
     def _finish(self) -> None:
         gevent.joinall(self._greenlets)
         self.sock.close()
-        if self.client.session is not None:
+        if self.driver.session is not None:
             try:
-                self.reader.close()
+                self.reader.finish()
             except _ENDED as err:
-                log.debug("%s: closing %s: %s", self.client.host, self.name, err)
+                log.debug("%s: closing %s: %s", self.driver.host, self.name, err)
         if self._on_end is not None:
             self._on_end(self)
 

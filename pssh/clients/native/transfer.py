@@ -1,225 +1,416 @@
-"""File transfer for :class:`SSHClient`: SFTP and SCP, single files and trees.
+"""File transfer for :class:`~pssh.clients.native.single.SSHClient`: SFTP and SCP.
 
-Transfers run through the bindings' pipelined bulk path (``SFTP.download``
-/ ``upload``) with the client's gevent wait, so many hosts transfer at once.
-Local files are written under a temporary name and renamed when complete;
-remote uploads likewise. Recursive copies keep permission bits.
+parallel-ssh's methods, each a step a caller may replace (``_make_sftp``,
+``sftp_put``/``_sftp_put``, ``sftp_get``/``_sftp_get``, ``_scp_send``, ...).
+The bytes move in the bindings' C loops (pipelined, without the GIL) with
+the session driver's wait, so many hosts transfer at once. A file appears
+under its final name only once complete: downloads are written to a
+temporary file beside the target and renamed, SFTP uploads likewise on the
+server; a failed SCP upload is removed. Local OS errors (permission denied,
+no space) are raised as they are (``OSError``), as in parallel-ssh.
 """
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
+import secrets
 import stat
 import tempfile
-from typing import Callable, Optional
+from typing import Callable, Iterator, Optional
 
 from pssh import exceptions as exc
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
-from ssh2.sftp import LIBSSH2_SFTP_S_IFDIR, LIBSSH2_SFTP_S_IFMT
+from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
+                       LIBSSH2_FXF_TRUNC, LIBSSH2_FXF_WRITE, LIBSSH2_SFTP_ATTR_PERMISSIONS,
+                       LIBSSH2_SFTP_S_IFDIR, LIBSSH2_SFTP_S_IFMT)
+from ssh2.sftp_handle import SFTPAttributes
+
+logger = logging.getLogger("pssh.clients.native.single")
 
 Progress = Optional[Callable[[int, int], None]]
-SCP_CHUNK = 1 << 20
+SCP_CHUNK = 2 * 1024 * 1024
+DIR_MODE = 0o755
+
+
+def _is_dir(attrs) -> bool:
+    return attrs.permissions & LIBSSH2_SFTP_S_IFMT == LIBSSH2_SFTP_S_IFDIR
+
+
+def _part_name(path: str) -> str:
+    """A temporary name beside ``path`` (a remote POSIX path)."""
+    directory, _, base = path.rpartition("/")
+    prefix = directory + "/" if directory or path.startswith("/") else ""
+    return f"{prefix}.{base}.{secrets.token_hex(4)}.part"
 
 
 class TransferMixin:
-    """SFTP/SCP methods; mixed into SSHClient (uses ``session``, ``wait``, ``retry_eagain``)."""
+    """SFTP and SCP methods of the native client (uses its session, driver and ``eagain``)."""
 
-    _sftp = None
+    _sftp_cached = None
 
-    def _sftp_session(self):
-        if self._sftp is None:
-            try:
-                self._sftp = self.retry_eagain(self.session.sftp_init, what="starting SFTP")
-            except ssh2_exc.SSH2Error as err:
-                raise exc.SFTPError(f"cannot start SFTP: {err}", self.host, self.port) from None
-        return self._sftp
+    # -- SFTP sessions and directories ------------------------------------------------
 
-    def _wait_transfer(self):
-        return lambda: self.wait(self.timeout, "file transfer")
+    def _make_sftp_eagain(self):
+        return self.eagain(self.session.sftp_init)
 
-    def _sftp_error(self, what: str, err: Exception) -> exc.PSSHError:
-        cls = exc.SFTPIOError if isinstance(err, (OSError, ssh2_exc.SFTPIOError)) else exc.SFTPError
-        return cls(f"{what}: {err}", self.host, self.port)
-
-    # -- SFTP, single files ----------------------------------------------------
-
-    def sftp_put(self, local_file: str, remote_file: str, callback: Progress = None) -> int:
-        """Upload one file; returns its size. The remote file appears only when complete."""
-        sftp = self._sftp_session()
+    def _make_sftp(self):
+        """A new SFTP session on this connection; :class:`~pssh.exceptions.SFTPError` if
+        the server refuses it."""
         try:
-            return sftp.upload(local_file, remote_file, callback=callback,
-                               wait=self._wait_transfer())
-        except (ssh2_exc.SSH2Error, OSError) as err:
-            raise self._sftp_error(f"uploading {local_file} to {remote_file} failed", err) from None
+            return self._make_sftp_eagain()
+        except Exception as err:
+            raise exc.SFTPError("%s:%s: cannot start SFTP: %s", self.host, self.port, err,
+                                host=self.host, port=self.port) from err
 
-    def sftp_get(self, remote_file: str, local_file: str, callback: Progress = None) -> int:
-        """Download one file; returns its size. ``local_file`` appears only when complete."""
-        sftp = self._sftp_session()
-        try:
-            return sftp.download(remote_file, local_file, callback=callback,
-                                 wait=self._wait_transfer())
-        except (ssh2_exc.SSH2Error, OSError) as err:
-            raise self._sftp_error(f"downloading {remote_file} to {local_file} failed",
-                                   err) from None
+    def _sftp(self, sftp=None):
+        """``sftp``, or this client's shared SFTP session (started on first use)."""
+        if sftp is not None:
+            return sftp
+        if self._sftp_cached is None:
+            self._sftp_cached = self._make_sftp()
+        return self._sftp_cached
 
-    def _remote_stat(self, path: str):
+    def _remote_stat(self, sftp, path: str):
+        """The remote path's attributes, or None if it does not exist."""
         try:
-            return self.retry_eagain(self._sftp_session().stat, path)
-        except ssh2_exc.SFTPNoSuchFileError:
+            return self.eagain(sftp.stat, path)
+        except (ssh2_exc.SFTPNoSuchFileError, ssh2_exc.SFTPHandleError):
             return None
 
-    def mkdir(self, sftp, directory: str, mode: int = 0o755) -> None:
+    def _mkdir(self, sftp, directory: str) -> None:
+        """Create one remote directory; :class:`~pssh.exceptions.SFTPIOError` if refused."""
+        try:
+            self.eagain(sftp.mkdir, directory, DIR_MODE)
+        except ssh2_exc.SSH2Error as err:
+            raise exc.SFTPIOError("cannot create directory %s on host %s: %s", directory,
+                                  self.host, err, host=self.host, port=self.port) from None
+        logger.debug("%s: created remote directory %s", self.host, directory)
+
+    def mkdir(self, sftp, directory: str) -> None:
         """Create ``directory`` and its missing parents on the server (``mkdir -p``)."""
-        sftp = sftp or self._sftp_session()
-        parts = [p for p in directory.split("/") if p]
-        path = "/" if directory.startswith("/") else ""
-        for part in parts:
-            path = posixpath.join(path, part) if path else part
-            attrs = self._remote_stat(path)
+        sftp = self._sftp(sftp)
+        path = "" if directory.startswith("/") else "."
+        for part in (p for p in directory.split("/") if p):
+            path = f"{path}/{part}"
+            attrs = self._remote_stat(sftp, path)
             if attrs is None:
                 try:
-                    self.retry_eagain(sftp.mkdir, path, mode)
+                    self._mkdir(sftp, path)
                     continue
-                except ssh2_exc.SSH2Error as err:
-                    # SFTP v3 reports "exists" as a generic failure: someone may
-                    # have created it meanwhile, as mkdir -p tolerates.
-                    attrs = self._remote_stat(path)
+                except exc.SFTPIOError:
+                    # SFTP v3 reports "exists" as a plain failure: another
+                    # host or greenlet may have made it, as mkdir -p tolerates.
+                    attrs = self._remote_stat(sftp, path)
                     if attrs is None:
-                        raise exc.SFTPError(f"cannot create remote directory {path}: {err}",
-                                            self.host, self.port) from None
-            if attrs.permissions & LIBSSH2_SFTP_S_IFMT != LIBSSH2_SFTP_S_IFDIR:
-                raise exc.SFTPError(f"{path} exists and is not a directory", self.host,
-                                    self.port)
+                        raise
+            if not _is_dir(attrs):
+                raise exc.SFTPIOError("%s on host %s exists and is not a directory", path,
+                                      self.host, host=self.host, port=self.port)
 
-    # -- SFTP, trees --------------------------------------------------------------
+    def _set_remote_mode(self, sftp, path: str, mode: int) -> None:
+        attrs = SFTPAttributes()
+        attrs.flags = LIBSSH2_SFTP_ATTR_PERMISSIONS
+        attrs.permissions = mode
+        try:
+            self.eagain(sftp.setstat, path, attrs)
+        except ssh2_exc.SSH2Error as err:
+            raise exc.SFTPIOError("cannot set the mode of %s on host %s: %s", path, self.host,
+                                  err, host=self.host, port=self.port) from err
+
+    # Directory trees keep their permission bits, set once their contents are in
+    # (a read-only directory would refuse them).
+    def _copy_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
+        super()._copy_dir(local_dir, remote_dir, sftp)
+        self._set_remote_mode(sftp, remote_dir, stat.S_IMODE(os.stat(local_dir).st_mode))
+
+    def _scp_send_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
+        super()._scp_send_dir(local_dir, remote_dir, sftp)
+        self._set_remote_mode(sftp, remote_dir, stat.S_IMODE(os.stat(local_dir).st_mode))
+
+    def _sftp_readdir(self, dir_h) -> Iterator[bytes]:
+        """The names in an open remote directory (EAGAIN handled)."""
+        for size, name, _ in dir_h.readdir():
+            if size == LIBSSH2_ERROR_EAGAIN:
+                self.poll()
+                continue
+            yield name
+
+    def _sftp_openfh(self, open_func, remote_file: str, *args):
+        try:
+            return self.eagain(open_func, remote_file, *args)
+        except Exception as err:
+            raise exc.SFTPError("%s:%s: cannot open %s: %s", self.host, self.port, remote_file,
+                                err, host=self.host, port=self.port) from err
+
+    def _wait_for_transfer(self) -> None:
+        self._driver.wait(self.timeout, "file transfer")
+
+    # -- SFTP uploads ------------------------------------------------------------------
 
     def copy_file(self, local_file: str, remote_file: str, recurse: bool = False,
                   sftp=None, callback: Progress = None) -> None:
-        """Copy a local file (or with ``recurse``, a directory tree) to the server.
+        """Copy a local file (with ``recurse``, a directory tree) to the server.
 
-        Missing remote parent directories are created.
+        Missing remote parent directories are created. ``callback(done, total)``
+        reports each file's progress in bytes.
         """
         if os.path.isdir(local_file):
             if not recurse:
                 raise ValueError(f"{local_file} is a directory: pass recurse=True")
-            self.mkdir(sftp, remote_file, stat.S_IMODE(os.stat(local_file).st_mode))
-            for entry in sorted(os.scandir(local_file), key=lambda e: e.name):
-                self.copy_file(entry.path, posixpath.join(remote_file, entry.name), True, sftp,
-                               callback)
-            return
-        if not os.path.exists(local_file):
-            raise exc.SFTPIOError(f"local file {local_file} does not exist", self.host, self.port)
-        parent = posixpath.dirname(remote_file)
-        if parent and parent != "/":
-            self.mkdir(sftp, parent)
-        self.sftp_put(local_file, remote_file, callback)
+            return self._copy_dir(local_file, remote_file, self._sftp(sftp))
+        sftp = self._sftp(sftp)
+        destination = self._remote_paths_split(remote_file)
+        if destination is not None and self._remote_stat(sftp, destination) is None:
+            self.mkdir(sftp, destination)
+        self.sftp_put(sftp, local_file, remote_file, callback=callback)
+        logger.info("copied %s to %s:%s", local_file, self.host, remote_file)
+
+    def _sftp_put(self, remote_fh, local_file: str, callback: Progress = None) -> int:
+        """Write the local file into an open remote file handle; returns the bytes sent."""
+        fd = os.open(local_file, os.O_RDONLY)
+        try:
+            return remote_fh.write_from_fd(fd, callback=callback, wait=self._wait_for_transfer)
+        finally:
+            os.close(fd)
+
+    def sftp_put(self, sftp, local_file: str, remote_file: str,
+                 callback: Progress = None) -> None:
+        """Upload one file (with the local file's permission bits); the remote file
+        appears under its name only when complete."""
+        mode = stat.S_IMODE(os.stat(local_file).st_mode)
+        part = _part_name(remote_file)
+        flags = LIBSSH2_FXF_CREAT | LIBSSH2_FXF_WRITE | LIBSSH2_FXF_TRUNC | LIBSSH2_FXF_EXCL
+        remote_fh = self._sftp_openfh(sftp.open, part, flags, mode)
+        try:
+            try:
+                if callback is None:
+                    self._sftp_put(remote_fh, local_file)
+                else:
+                    self._sftp_put(remote_fh, local_file, callback=callback)
+                self.eagain(remote_fh.close)
+            except ssh2_exc.SSH2Error as err:
+                raise exc.SFTPIOError("writing remote file %s on host %s failed: %s",
+                                      remote_file, self.host, err,
+                                      host=self.host, port=self.port) from err
+            self._rename_into_place(sftp, part, remote_file)
+        except BaseException:
+            self._discard_remote(sftp, remote_fh, part)
+            raise
+
+    def _rename_into_place(self, sftp, part: str, remote_file: str) -> None:
+        try:
+            self.eagain(sftp.posix_rename, part, remote_file)
+        except ssh2_exc.SFTPOpUnsupportedError:
+            try:
+                self.eagain(sftp.unlink, remote_file)
+            except ssh2_exc.SFTPNoSuchFileError:
+                pass
+            self.eagain(sftp.rename, part, remote_file)
+        except ssh2_exc.SSH2Error as err:
+            raise exc.SFTPIOError("cannot move %s into place on host %s: %s", remote_file,
+                                  self.host, err, host=self.host, port=self.port) from err
+
+    def _discard_remote(self, sftp, remote_fh, path: str) -> None:
+        """Best effort, after a failure: close the handle, remove the partial file."""
+        try:
+            if not remote_fh.closed:
+                self.eagain(remote_fh.close)
+            self.eagain(sftp.unlink, path)
+        except Exception as err:  # the connection may be what failed
+            logger.debug("%s: could not remove partial file %s: %s", self.host, path, err)
+
+    # -- SFTP downloads ------------------------------------------------------------------
 
     def copy_remote_file(self, remote_file: str, local_file: str, recurse: bool = False,
-                         sftp=None, callback: Progress = None) -> None:
-        """Copy a remote file (or with ``recurse``, a directory tree) to ``local_file``."""
-        sftp = sftp or self._sftp_session()
-        attrs = self._remote_stat(remote_file)
+                         sftp=None, encoding: str = "utf-8", callback: Progress = None) -> None:
+        """Copy a remote file (with ``recurse``, a directory tree) to ``local_file``.
+
+        Missing local directories are created; files keep their permission bits.
+        """
+        sftp = self._sftp(sftp)
+        attrs = self._remote_stat(sftp, remote_file)
         if attrs is None:
-            raise exc.SFTPError(f"remote file {remote_file} does not exist", self.host, self.port)
-        if attrs.permissions & LIBSSH2_SFTP_S_IFMT == LIBSSH2_SFTP_S_IFDIR:
+            raise exc.SFTPIOError("remote file or directory %s on host %s does not exist",
+                                  remote_file, self.host, host=self.host, port=self.port)
+        if _is_dir(attrs):
             if not recurse:
                 raise ValueError(f"{remote_file} is a directory: pass recurse=True")
-            os.makedirs(local_file, exist_ok=True)
+            self._make_local_dir(local_file)
+            dir_h = self._sftp_openfh(sftp.opendir, remote_file)
+            with dir_h:
+                names = list(self._sftp_readdir(dir_h))
+            self._copy_remote_dir(names, remote_file, local_file, sftp, encoding=encoding)
             os.chmod(local_file, attrs.permissions & 0o7777)
-            for name in self._listdir(sftp, remote_file):
-                self.copy_remote_file(posixpath.join(remote_file, name),
-                                      os.path.join(local_file, name), True, sftp, callback)
             return
-        parent = os.path.dirname(local_file)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
-        self.sftp_get(remote_file, local_file, callback)
+        self._make_local_dir(os.path.dirname(local_file))
+        if callback is not None:
+            size, report = attrs.filesize, callback
+            callback = lambda done, _: report(done, size)  # noqa: E731 - the stat knows the size
+        self.sftp_get(sftp, remote_file, local_file, callback=callback)
+        os.chmod(local_file, attrs.permissions & 0o7777)
+        logger.info("copied %s:%s to %s", self.host, remote_file, local_file)
 
-    def _listdir(self, sftp, path: str) -> list:
-        names = []
-        handle = self.retry_eagain(sftp.opendir, path)
+    def _sftp_get(self, remote_fh, local_file: str, callback: Progress = None) -> int:
+        """Read an open remote file handle to its end into ``local_file``."""
+        fd = os.open(local_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            while True:
-                batch = list(handle.readdir())
-                more = batch and batch[-1][0] == LIBSSH2_ERROR_EAGAIN
-                names += [name.decode("utf-8", "surrogateescape") for size, name, _ in batch
-                          if size > 0 and name not in (b".", b"..")]
-                if not more:
-                    return sorted(names)
-                self.wait(self.timeout, "listing a remote directory")
+            return remote_fh.read_into_fd(fd, callback=callback, wait=self._wait_for_transfer)
         finally:
-            self.retry_eagain(handle.close)
+            os.close(fd)
 
-    # -- SCP ------------------------------------------------------------------------
-
-    def scp_send(self, local_file: str, remote_file: str, recurse: bool = False) -> None:
-        """Upload with SCP (recursive copies go file by file, creating directories by SFTP)."""
-        if os.path.isdir(local_file):
-            if not recurse:
-                raise ValueError(f"{local_file} is a directory: pass recurse=True")
-            self.mkdir(None, remote_file, stat.S_IMODE(os.stat(local_file).st_mode))
-            for entry in sorted(os.scandir(local_file), key=lambda e: e.name):
-                self.scp_send(entry.path, posixpath.join(remote_file, entry.name), True)
-            return
-        st = os.stat(local_file)
+    def sftp_get(self, sftp, remote_file: str, local_file: str,
+                 callback: Progress = None) -> None:
+        """Download one file; ``local_file`` appears only when complete."""
+        remote_fh = self._sftp_openfh(sftp.open, remote_file, LIBSSH2_FXF_READ, 0)
+        fd, part = tempfile.mkstemp(prefix=f".{os.path.basename(local_file)}.", suffix=".part",
+                                    dir=os.path.dirname(os.path.abspath(local_file)))
+        os.close(fd)
         try:
-            channel = self.retry_eagain(self.session.scp_send64, remote_file,
-                                        stat.S_IMODE(st.st_mode), st.st_size, int(st.st_mtime),
-                                        int(st.st_atime), what="starting SCP upload")
-            with open(local_file, "rb") as fh:
-                while chunk := fh.read(SCP_CHUNK):
-                    while chunk:
-                        rc, written = channel.write(chunk)
-                        chunk = chunk[written:]
-                        if rc == LIBSSH2_ERROR_EAGAIN:
-                            self.wait(self.timeout, "SCP upload")
-            for step in (channel.send_eof, channel.wait_eof, channel.close, channel.wait_closed):
-                self.retry_eagain(step)
-        except ssh2_exc.SSH2Error as err:
-            raise exc.SCPError(f"SCP upload of {local_file} to {remote_file} failed: {err}",
-                               self.host, self.port) from None
-
-    def scp_recv(self, remote_file: str, local_file: str, recurse: bool = False) -> None:
-        """Download with SCP to a temporary file renamed into place when complete."""
-        if recurse:
-            attrs = self._remote_stat(remote_file)
-            if attrs is not None and attrs.permissions & LIBSSH2_SFTP_S_IFMT == LIBSSH2_SFTP_S_IFDIR:
-                os.makedirs(local_file, exist_ok=True)
-                for name in self._listdir(self._sftp_session(), remote_file):
-                    self.scp_recv(posixpath.join(remote_file, name),
-                                  os.path.join(local_file, name), True)
-                return
-        try:
-            channel, info = self.retry_eagain(self.session.scp_recv2, remote_file,
-                                              what="starting SCP download")
-        except ssh2_exc.SSH2Error as err:
-            raise exc.SCPError(f"SCP download of {remote_file} failed: {err}", self.host,
-                               self.port) from None
-        directory = os.path.dirname(os.path.abspath(local_file))
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(local_file)}.", suffix=".part",
-                                   dir=directory)
-        try:
-            remaining = info.st_size
-            with os.fdopen(fd, "wb") as fh:
-                while remaining > 0:
-                    size, data = channel.read(min(SCP_CHUNK, remaining))
-                    if size == LIBSSH2_ERROR_EAGAIN:
-                        self.wait(self.timeout, "SCP download")
-                    elif size == 0:
-                        raise exc.SCPError(f"SCP download of {remote_file} ended "
-                                           f"{remaining} bytes early", self.host, self.port)
-                    else:
-                        fh.write(data)
-                        remaining -= size
-            os.chmod(tmp, info.st_mode & 0o7777)
-            os.utime(tmp, (info.st_atime, info.st_mtime))
-            os.replace(tmp, local_file)
+            try:
+                if callback is None:
+                    self._sftp_get(remote_fh, part)
+                else:
+                    self._sftp_get(remote_fh, part, callback=callback)
+            except ssh2_exc.SSH2Error as err:
+                raise exc.SFTPIOError("reading remote file %s on host %s failed: %s",
+                                      remote_file, self.host, err,
+                                      host=self.host, port=self.port) from err
+            os.replace(part, local_file)
         except BaseException:
-            os.unlink(tmp)
+            try:
+                os.unlink(part)
+            except OSError:
+                pass
             raise
         finally:
             try:
-                self.retry_eagain(channel.close)
+                if not remote_fh.closed:
+                    self.eagain(remote_fh.close)
+            except ssh2_exc.SSH2Error:
+                pass
+
+    # -- SCP ------------------------------------------------------------------------------
+
+    def scp_send(self, local_file: str, remote_file: str, recurse: bool = False,
+                 sftp=None) -> None:
+        """Upload with SCP. With ``recurse``, directories are copied file by file and
+        missing remote directories created over SFTP (SCP cannot). A ``remote_file``
+        ending in ``/`` is a directory to copy into."""
+        if os.path.isdir(local_file):
+            if not recurse:
+                raise ValueError(f"{local_file} is a directory: pass recurse=True")
+            return self._scp_send_dir(local_file, remote_file, self._sftp(sftp))
+        if recurse:
+            destination = self._remote_paths_split(remote_file)
+            if destination is not None:
+                sftp = self._sftp(sftp)
+                if self._remote_stat(sftp, destination) is None:
+                    self.mkdir(sftp, destination)
+        elif remote_file.endswith("/"):
+            remote_file += os.path.basename(local_file)
+        logger.info("SCP %s to %s:%s", local_file, self.host, remote_file)
+        self._scp_send(local_file, remote_file)
+
+    def _scp_send(self, local_file: str, remote_file: str) -> None:
+        try:
+            fh = open(local_file, "rb")
+        except OSError as err:
+            raise exc.SCPError("cannot read local file %s for host %s: %s", local_file,
+                               self.host, err.strerror, host=self.host, port=self.port) from err
+        with fh:
+            st = os.fstat(fh.fileno())
+            try:
+                chan = self.eagain(self.session.scp_send64, remote_file,
+                                   stat.S_IMODE(st.st_mode), st.st_size, int(st.st_mtime),
+                                   int(st.st_atime))
+            except Exception as err:
+                raise exc.SCPError("cannot open remote file %s for writing on host %s: %s",
+                                   remote_file, self.host, err,
+                                   host=self.host, port=self.port) from err
+            try:
+                while data := fh.read(SCP_CHUNK):
+                    self.eagain_write(chan.write, data)
+                for step in (chan.send_eof, chan.wait_eof, chan.close, chan.wait_closed):
+                    self.eagain(step)
+            except Exception as err:
+                self._remove_partial_scp(remote_file)
+                raise exc.SCPError("writing remote file %s on host %s failed: %s",
+                                   remote_file, self.host, err,
+                                   host=self.host, port=self.port) from err
+
+    def _remove_partial_scp(self, remote_file: str) -> None:
+        """A failed SCP upload leaves a truncated file: remove it (best effort, over SFTP)."""
+        try:
+            self.eagain(self._sftp().unlink, remote_file)
+        except Exception as err:
+            logger.warning("%s: could not remove the partial upload %s: %s", self.host,
+                           remote_file, err)
+
+    def scp_recv(self, remote_file: str, local_file: str, recurse: bool = False, sftp=None,
+                 encoding: str = "utf-8") -> None:
+        """Download with SCP. With ``recurse``, directories are listed over SFTP (SCP
+        cannot) and copied file by file. A ``local_file`` ending in ``/`` is a directory
+        to copy into."""
+        if recurse:
+            return self._scp_recv_recursive(remote_file, local_file, self._sftp(sftp),
+                                            encoding=encoding)
+        if local_file.endswith("/"):
+            local_file += posixpath.basename(remote_file)
+        self._make_local_dir(os.path.dirname(local_file))
+        self._scp_recv(remote_file, local_file)
+        logger.info("SCP %s:%s to %s", self.host, remote_file, local_file)
+
+    def _scp_recv_recursive(self, remote_file: str, local_file: str, sftp,
+                            encoding: str = "utf-8") -> None:
+        attrs = self._remote_stat(sftp, remote_file)
+        if attrs is None:
+            raise exc.SCPError("remote file or directory %s on host %s does not exist",
+                               remote_file, self.host, host=self.host, port=self.port)
+        if not _is_dir(attrs):
+            return self.scp_recv(remote_file, local_file, encoding=encoding)
+        try:
+            dir_h = self._sftp_openfh(sftp.opendir, remote_file)
+        except exc.SFTPError as err:
+            raise exc.SCPError("cannot list remote directory %s on host %s: %s", remote_file,
+                               self.host, err, host=self.host, port=self.port) from err
+        with dir_h:
+            names = list(self._sftp_readdir(dir_h))
+        os.makedirs(local_file, exist_ok=True)
+        self._scp_recv_dir(names, remote_file, local_file, sftp, encoding=encoding)
+        os.chmod(local_file, attrs.permissions & 0o7777)
+
+    def _scp_recv(self, remote_file: str, local_file: str) -> None:
+        try:
+            chan, info = self.eagain(self.session.scp_recv2, remote_file)
+        except Exception as err:
+            raise exc.SCPError("error copying file %s from host %s: %s", remote_file, self.host,
+                               err, host=self.host, port=self.port) from err
+        fd, part = tempfile.mkstemp(prefix=f".{os.path.basename(local_file)}.", suffix=".part",
+                                    dir=os.path.dirname(os.path.abspath(local_file)))
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                left = info.st_size
+                while left > 0:
+                    size, data = chan.read(min(SCP_CHUNK, left))
+                    if size == LIBSSH2_ERROR_EAGAIN:
+                        self._wait_for_transfer()
+                    elif size == 0:
+                        raise exc.SCPError("SCP download of %s from host %s ended %s bytes "
+                                           "early", remote_file, self.host, left,
+                                           host=self.host, port=self.port)
+                    else:
+                        fh.write(data)
+                        left -= size
+            os.chmod(part, info.st_mode & 0o7777)
+            os.utime(part, (info.st_atime, info.st_mtime))
+            os.replace(part, local_file)
+        except BaseException:
+            os.unlink(part)
+            raise
+        finally:
+            try:
+                self.eagain(chan.close)
             except ssh2_exc.SSH2Error:
                 pass

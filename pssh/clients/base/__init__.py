@@ -1,0 +1,1 @@
+"""The parts of the clients that do not depend on the SSH library (parallel-ssh's layout)."""

@@ -1,0 +1,689 @@
+"""One host: connecting, logging in, running commands and reading their output.
+
+:class:`BaseSSHClient` is the part of the single-host client that does not
+depend on the SSH library: the connection sequence (``_connect`` ->
+``_init_session`` -> ``_auth_retry`` -> ``_keepalive``, each a method a
+subclass or a test may replace, as in parallel-ssh), the order of login
+methods, command wrapping (sudo, user, shell), output decoding and the
+directory walks of copies. :class:`pssh.clients.native.single.SSHClient`
+fills in libssh2.
+
+Retries follow parallel-ssh's ``num_retries``: at most that many attempts
+(at least one) to resolve and connect, to handshake, and to log in, with
+``retry_delay`` seconds between them. A refused connection is final at once,
+as a timeout during login is.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import warnings
+import weakref
+from typing import Iterable, Iterator, List, Optional, Union
+
+from gevent import Timeout as GTimeout, sleep, socket
+
+from pssh import exceptions as exc
+from pssh.clients.common import _validate_api, _validate_pkey
+from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer, split_lines
+from pssh.driver import SessionDriver, deadline_after
+from pssh.options import ConnectOptions, Resolved, ssh_config_of
+from pssh.output import HostOutput, HostOutputBuffers
+from pssh.ssh_config import SSHConfig
+from ssh2 import exceptions as ssh2_exc
+
+host_logger = logging.getLogger("pssh.host_logger")
+logger = logging.getLogger(__name__)
+
+
+def _named(err: BaseException, host: str, port: int) -> BaseException:
+    """An ssh2 error that names the host it happened on (``str()`` shows it)."""
+    if isinstance(err, ssh2_exc.SSH2Error) and not getattr(err, "host", None):
+        err.host = f"{host}:{port}"
+    return err
+
+
+class PollMixIn:
+    """``poll``/``eagain``/``eagain_write`` on the client's session, through its
+    :class:`~pssh.driver.SessionDriver` (parallel-ssh's co-operative polling API)."""
+
+    session = None
+    sock = None
+    host = ""
+    port = 22
+    timeout: Optional[float] = None
+
+    @property
+    def _driver(self) -> SessionDriver:
+        """The driver of the current session and socket (a new one if either was replaced)."""
+        driver = self.__dict__.get("_driver_obj")
+        if driver is None or driver.session is not self.session or driver.sock is not self.sock:
+            driver = SessionDriver(self.sock, self.session, self.host, self.port, self.timeout)
+            self.__dict__["_driver_obj"] = driver
+        return driver
+
+    def poll(self, timeout: Optional[float] = None) -> None:
+        """Wait once for the socket, in the direction the session is blocked on."""
+        if self.session is not None and self.sock is not None:
+            self._driver.wait(timeout, "waiting for the server")
+
+    def eagain(self, func, *args, **kwargs):
+        """``func(*args, **kwargs)``, called again after each EAGAIN until it gives a
+        result; the whole call is bounded by ``timeout``."""
+        if kwargs:
+            return self._driver.eagain(lambda *a: func(*a, **kwargs), *args,
+                                       what=getattr(func, "__name__", ""))
+        return self._driver.eagain(func, *args)
+
+    def eagain_write(self, write_func, data: bytes) -> None:
+        """Write all of ``data`` with ``write_func`` (returning ``(rc, written)``), resuming
+        after each EAGAIN from the last byte written."""
+        self._driver.write(write_func, data)
+
+
+class Stdin:
+    """A command's standard input: ``write`` and ``flush``; ``close`` ends it (sends EOF)."""
+
+    __slots__ = ("_channel", "_client", "_reader")
+
+    def __init__(self, channel, client: "BaseSSHClient",
+                 reader: Optional[ChannelReader] = None) -> None:
+        self._channel = channel
+        self._client = client
+        self._reader = reader
+
+    def write(self, data: Union[str, bytes]) -> None:
+        """Send ``data`` (str is UTF-8 encoded) whole."""
+        data = data.encode() if isinstance(data, str) else bytes(data)
+        if self._reader is not None:
+            self._reader.write(data)
+        else:
+            self._client.eagain_write(self._channel.write, data)
+
+    def flush(self) -> None:
+        if self._reader is not None:
+            self._reader.flush()
+        elif hasattr(self._channel, "flush"):
+            self._client.eagain(self._channel.flush)
+
+    def close(self) -> None:
+        """End the input: the command sees end of file."""
+        if self._reader is not None:
+            self._reader.send_eof()
+        else:
+            self._client.eagain(self._channel.send_eof)
+
+
+class InteractiveShell:
+    """A login shell on its own channel, fed command lines on its standard input.
+
+    Without a pty (as ``ssh host < script``): no prompts or echo in the
+    output, stdout and stderr apart. As a context manager, ``close`` runs on
+    exit: input ends, the shell runs what it was sent and exits, and
+    ``exit_code`` is that of the last command (or of an explicit ``exit``)::
+
+        with client.open_shell() as shell:
+            shell.run("cd /tmp")
+            shell.run("pwd")
+        print(list(shell.stdout), shell.exit_code)
+    """
+
+    __slots__ = ("_chan", "_client", "output", "_encoding", "_closed")
+    _EOL = b"\n"
+
+    def __init__(self, channel, client: "BaseSSHClient", encoding: str = "utf-8",
+                 read_timeout: Optional[float] = None) -> None:
+        self._chan = channel
+        self._client = client
+        self._encoding = encoding
+        self._closed = False
+        self._client._shell(self._chan)
+        self.output = self._client._make_host_output(
+            self._chan, encoding=encoding, read_timeout=read_timeout,
+            fully_qualified_command=None)
+
+    @property
+    def stdout(self) -> Iterator[str]:
+        return self.output.stdout
+
+    @property
+    def stderr(self) -> Iterator[str]:
+        return self.output.stderr
+
+    @property
+    def stdin(self) -> Stdin:
+        return self.output.stdin
+
+    @property
+    def exit_code(self) -> Optional[int]:
+        return self.output.exit_code
+
+    def __enter__(self) -> "InteractiveShell":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> Optional["InteractiveShell"]:
+        """End the shell's input and wait for it to exit (its output stays readable)."""
+        if self._chan is None:
+            return None
+        self._closed = True
+        self.output.stdin.close()
+        self._client.wait_finished(self.output)
+        return self
+
+    def run(self, cmd: Union[str, Iterable[str]]) -> None:
+        """Send one command line (``\\n`` is added), or each of several."""
+        if self._closed:
+            raise exc.ShellError("%s:%s: the shell's input is closed", self._client.host,
+                                 self._client.port, host=self._client.host,
+                                 port=self._client.port)
+        lines = [cmd] if isinstance(cmd, str) else list(cmd)
+        self._client.eagain_write(self._chan.write, b"".join(
+            line.encode(self._encoding) + self._EOL for line in lines))
+
+
+class BaseSSHClient(PollMixIn):
+    """An SSH connection to one host: connects and logs in on creation.
+
+    Arguments are those of :class:`~pssh.options.ConnectOptions` (every
+    one defaults to the OpenSSH client config, then to parallel-ssh's
+    default) plus ``ssh_config`` (a path, an
+    :class:`~pssh.ssh_config.SSHConfig`, or ``False`` for none; default
+    ``~/.ssh/config``). ``_auth_thread_pool`` is accepted and ignored: logins
+    never block the event loop here.
+    """
+
+    #: Key files tried when no ``pkey`` is given (``identity_auth``), unless the
+    #: ssh config names IdentityFiles.
+    IDENTITIES = tuple(os.path.expanduser(os.path.join("~", ".ssh", name)) for name in
+                       ("id_rsa", "id_dsa", "identity", "id_ecdsa", "id_ed25519"))
+
+    def __init__(self, host: str, user: Optional[str] = None, password: Optional[str] = None,
+                 port: Optional[int] = None, pkey: Union[str, bytes, None] = None,
+                 alias: Optional[str] = None, num_retries: Optional[int] = None,
+                 retry_delay: Optional[float] = None, allow_agent: Optional[bool] = None,
+                 timeout: Optional[float] = None, proxy_host: Optional[str] = None,
+                 proxy_port: Optional[int] = None, _auth_thread_pool: bool = True,
+                 identity_auth: Optional[bool] = None, ipv6_only: Optional[bool] = None,
+                 compress: Optional[bool] = None, keyboard_interactive: Optional[bool] = None,
+                 ssh_config: Union[str, SSHConfig, bool, None] = None,
+                 **more_options) -> None:
+        pkey = _validate_pkey(pkey)
+        options = ConnectOptions(
+            user=user, password=password, port=port, pkey=pkey, alias=alias,
+            num_retries=num_retries, retry_delay=retry_delay, allow_agent=allow_agent,
+            timeout=timeout, proxy_host=proxy_host, proxy_port=proxy_port,
+            identity_auth=identity_auth, ipv6_only=ipv6_only, compress=compress,
+            keyboard_interactive=keyboard_interactive, **more_options)
+        self._ssh_config = ssh_config_of(ssh_config)
+        self._apply(options.resolve(host, self._ssh_config), host)
+        _validate_api(self.keyboard_interactive, self.password)
+        self._init()
+
+    def _apply(self, resolved: Resolved, host: str) -> None:
+        """Set the client's attributes (parallel-ssh's names) from the resolved options."""
+        o = resolved.options
+        self.resolved = resolved
+        self.host = host
+        self.hostname = resolved.hostname
+        self.alias = o.alias
+        self.user = resolved.user
+        self.password = o.password
+        self.passphrase = o.passphrase
+        self.port = resolved.port
+        self.num_retries = o.num_retries
+        self.retry_delay = o.retry_delay
+        self.timeout = resolved.timeout
+        self.allow_agent = o.allow_agent
+        self.identity_auth = o.identity_auth
+        self.keyboard_interactive = o.keyboard_interactive
+        self.ipv6_only = o.ipv6_only
+        self.compress = o.compress
+        self.forward_ssh_agent = o.forward_ssh_agent
+        self.keepalive_seconds = o.keepalive_seconds
+        self.keepalive_count_max = o.keepalive_count_max
+        self.known_hosts = o.known_hosts
+        self.host_key_policy = o.host_key_policy
+        self.cert_file = resolved.cert_file
+        self._pkey_file = o.pkey if isinstance(o.pkey, str) else None
+        if self._pkey_file is not None:
+            with open(self._pkey_file, "rb") as fh:
+                self.pkey: Union[str, bytes, None] = fh.read()
+        else:
+            self.pkey = o.pkey
+        self._pkey_data = self.pkey
+        self.session = None
+        self.sock = None
+        self._host, self._port = resolved.hostname, resolved.port
+        self._readers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+        self._keepalive_greenlet = None
+
+    def _init(self) -> None:
+        """Connect, handshake, log in, start keepalives; on any failure release everything."""
+        try:
+            self._connect(self._host, self._port)
+            self._init_session()
+            self._auth_retry()
+            self._after_auth()
+            self._keepalive()
+        except BaseException:
+            self._disconnect()
+            raise
+
+    def _after_auth(self) -> None:
+        """What follows a login (agent forwarding, in the native client)."""
+
+    # -- connecting ----------------------------------------------------------------
+
+    def _get_addr_info(self, host: str, port: int) -> list:
+        addr_info = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+        if self.ipv6_only:
+            filtered = [a for a in addr_info if a[0] == socket.AF_INET6]
+            if not filtered:
+                raise exc.NoIPv6AddressFoundError(
+                    "IPv6 only was asked for, and host %s has no IPv6 address among %s",
+                    host, [a[4] for a in addr_info], host=host, port=port)
+            addr_info = filtered
+        return addr_info
+
+    def _connect(self, host: str, port: int, retries: int = 1) -> None:
+        """Open ``self.sock`` to ``host:port``, trying each address it resolves to."""
+        try:
+            addr_info = self._get_addr_info(host, port)
+        except socket.gaierror as err:
+            if retries < self.num_retries:
+                sleep(self.retry_delay)
+                return self._connect(host, port, retries=retries + 1)
+            raise exc.UnknownHostError("cannot resolve host name %s: %s (try %s of %s)", host,
+                                       err.strerror or err, retries, self.num_retries,
+                                       host=self.host, port=self.port) from None
+        for i, (family, kind, _, _, address) in enumerate(addr_info):
+            try:
+                return self._connect_socket(family, kind, address, host, port, retries)
+            except ConnectionRefusedError as err:
+                if i + 1 == len(addr_info):
+                    logger.debug("%s:%s: refused on %s", host, port, [a[4] for a in addr_info])
+                    raise exc.ConnectionRefused(err.errno, err.strerror, host, port) from None
+
+    def _connect_socket(self, family, kind, address, host: str, port: int,
+                        retries: int) -> None:
+        self.sock = socket.socket(family, kind)
+        self.sock.settimeout(self.resolved.connect_timeout)
+        logger.debug("connecting to %s:%s (%s)", host, port, address)
+        try:
+            self.sock.connect(address)
+        except ConnectionRefusedError:
+            self._close_socket()
+            raise
+        except OSError as err:
+            self._close_socket()
+            if retries < self.num_retries:
+                sleep(self.retry_delay)
+                return self._connect(host, port, retries=retries + 1)
+            reason = err.strerror or str(err) or type(err).__name__
+            cls = exc.ConnectTimeout if isinstance(err, socket.timeout) else exc.ConnectionError
+            raise cls("%s:%s: cannot connect: %s (try %s of %s)", host, port, reason, retries,
+                      self.num_retries, host=self.host, port=self.port,
+                      errno=err.errno) from None
+
+    def _close_socket(self) -> None:
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            try:
+                sock.close()
+            except Exception:  # a replaced or broken socket object: nothing to release
+                pass
+
+    def _init_session(self, retries: int = 1) -> None:
+        raise NotImplementedError
+
+    def _disconnect_eagain(self) -> None:
+        if self.session is not None and self.sock is not None and not self.sock.closed:
+            self.eagain(self.session.disconnect)
+
+    def _connect_init_session_retry(self, retries: int) -> None:
+        """Drop the failed session and connection, wait, connect again, handshake again."""
+        try:
+            self._disconnect_eagain()
+        except Exception:
+            pass
+        self.session = None
+        self._close_socket()
+        sleep(self.retry_delay)
+        self._connect(self._host, self._port, retries=retries)
+        return self._init_session(retries=retries)
+
+    # -- logging in ----------------------------------------------------------------
+
+    def _auth_retry(self, retries: int = 1) -> None:
+        try:
+            self.auth()
+        except (exc.Timeout, exc.ConnectionError, exc.PKeyFileError):
+            raise
+        except Exception as err:
+            if retries < self.num_retries:
+                sleep(self.retry_delay)
+                return self._auth_retry(retries=retries + 1)
+            user = self.user.replace("%", "%%")
+            raise exc.AuthenticationError(
+                f"%s:%s: authentication as {user!r} failed: %s (try %s of %s)",
+                self.host, self.port, err, retries, self.num_retries,
+                host=self.host, port=self.port) from err
+
+    def auth(self) -> None:
+        """Log in: with ``pkey`` if given (and nothing else); otherwise with the
+        agent (``allow_agent``), the default identities (``identity_auth``), then
+        the password. Raises :class:`~pssh.exceptions.AuthenticationError`."""
+        if self.pkey is not None:
+            return self._pkey_auth(self.pkey)
+        if self.allow_agent:
+            try:
+                self._agent_auth()
+            except (ssh2_exc.AgentError, ssh2_exc.AuthenticationError) as err:
+                logger.debug("%s: agent authentication failed: %s", self.host, err)
+            except (exc.Timeout, exc.ConnectionError):
+                raise
+            except Exception as err:
+                logger.error("%s: agent authentication failed: %r", self.host, err)
+            else:
+                return None
+        if self.identity_auth:
+            try:
+                return self._identity_auth()
+            except exc.AuthenticationError:
+                if self.password is None:
+                    raise
+        if self.password is None:
+            raise exc.AuthenticationError("%s:%s: no authentication method left to try",
+                                          self.host, self.port, host=self.host, port=self.port)
+        self._password_auth()
+
+    def _identity_files(self) -> tuple:
+        return self.resolved.identity_files or tuple(self.IDENTITIES)
+
+    def _identity_auth(self) -> None:
+        for path in self._identity_files():
+            if not os.path.isfile(path):
+                continue
+            try:
+                self._pkey_file_auth(path, password=self.passphrase or self.password)
+            except (exc.Timeout, exc.ConnectionError):
+                raise
+            except Exception as err:
+                logger.debug("%s: identity %s failed: %s", self.host, path, err)
+                continue
+            logger.debug("%s: authenticated with identity %s", self.host, path)
+            return
+        raise exc.AuthenticationError("%s:%s: no identity file was accepted", self.host,
+                                      self.port, host=self.host, port=self.port)
+
+    def _pkey_auth(self, pkey: Union[str, bytes]) -> None:
+        if isinstance(pkey, str):
+            return self._pkey_file_auth(pkey, password=self.passphrase or self.password)
+        if pkey is self._pkey_data and self._pkey_file is not None:
+            # The key was read from this file: let libssh2 read the file and
+            # its .pub (deriving the public key in memory costs more CPU).
+            return self._pkey_file_auth(self._pkey_file,
+                                        password=self.passphrase or self.password)
+        return self._pkey_from_memory(pkey)
+
+    def _agent_auth(self) -> None:
+        raise NotImplementedError
+
+    def _password_auth(self) -> None:
+        raise NotImplementedError
+
+    def _pkey_file_auth(self, pkey_file: str, password: Optional[str] = None) -> None:
+        raise NotImplementedError
+
+    def _pkey_from_memory(self, pkey_data: bytes) -> None:
+        raise NotImplementedError
+
+    def _keepalive(self) -> None:
+        raise NotImplementedError
+
+    # -- ending --------------------------------------------------------------------
+
+    def disconnect(self) -> None:
+        """Deprecated, and does nothing (as in parallel-ssh 2.x): the connection closes
+        when the client and every output of it are gone. :meth:`close` closes it now."""
+        warnings.warn("SSHClient.disconnect() does nothing; use close() or a with block",
+                      DeprecationWarning, stacklevel=2)
+
+    def close(self) -> None:
+        """Close the connection now (idempotent); outputs not yet read are lost."""
+        self._disconnect()
+
+    def _disconnect(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> "BaseSSHClient":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._disconnect()
+
+    # -- commands ------------------------------------------------------------------
+
+    def open_session(self):
+        raise NotImplementedError
+
+    def _shell(self, channel) -> None:
+        raise NotImplementedError
+
+    def open_shell(self, encoding: str = "utf-8",
+                   read_timeout: Optional[float] = None) -> InteractiveShell:
+        """A login shell on a new channel, to feed commands to (see :class:`InteractiveShell`)."""
+        channel = self.open_session()
+        try:
+            return InteractiveShell(channel, self, encoding=encoding, read_timeout=read_timeout)
+        except ssh2_exc.SSH2Error as err:
+            raise exc.ShellError("%s:%s: cannot start a shell: %s", self.host, self.port, err,
+                                 host=self.host, port=self.port) from None
+
+    @staticmethod
+    def _wrap_command(command: str, sudo: bool, user: Optional[str],
+                      shell: Optional[str]) -> str:
+        """``command`` run through ``shell`` (e.g. ``"bash -c"``; the login shell's
+        ``$SHELL -c`` when sudo or user need one), under sudo as asked."""
+        if not sudo and not user and not shell:
+            return command
+        prefix = f"sudo -u {shlex.quote(user)} -S " if user else "sudo -S " if sudo else ""
+        return f"{prefix}{shell or '$SHELL -c'} {shlex.quote(command)}"
+
+    def run_command(self, command: str, sudo: bool = False, user: Optional[str] = None,
+                    use_pty: bool = False, shell: Optional[str] = None,
+                    encoding: str = "utf-8", timeout: Optional[float] = None,
+                    read_timeout: Optional[float] = None,
+                    errors: str = "replace") -> HostOutput:
+        """Start ``command``; its output streams from the :class:`~pssh.output.HostOutput`.
+
+        The command is sent encoded with ``encoding``, which also decodes its
+        output (``errors``: how undecodable bytes are decoded). Opening the
+        channel and starting the command are bounded by the client's
+        ``timeout``. ``read_timeout`` bounds each iteration of stdout/stderr
+        as a whole (``timeout`` here is its older name).
+        """
+        wrapped = self._wrap_command(command, sudo, user, shell).encode(encoding)
+        with GTimeout(self.timeout or None,
+                      exc.Timeout("%s:%s: starting the command took over %s s", self.host,
+                                  self.port, self.timeout, host=self.host, port=self.port)):
+            channel = self._execute(wrapped, use_pty=use_pty)
+        logger.debug("%s: started %r", self.host, wrapped)
+        return self._make_host_output(channel, encoding, read_timeout or timeout,
+                                      fully_qualified_command=wrapped, errors=errors)
+
+    def execute(self, cmd: str, use_pty: bool = False, channel=None):
+        """Deprecated: use :meth:`run_command`. Starts ``cmd``; returns its channel."""
+        warnings.warn("execute() is deprecated; use run_command", DeprecationWarning,
+                      stacklevel=2)
+        return self._execute(cmd, use_pty=use_pty, channel=channel)
+
+    def _execute(self, cmd, use_pty: bool = False, channel=None):
+        raise NotImplementedError
+
+    def _make_host_output(self, channel, encoding: str, read_timeout: Optional[float],
+                          fully_qualified_command: Optional[bytes] = None,
+                          errors: str = "replace") -> HostOutput:
+        reader = ChannelReader(self._driver, channel)
+        self._readers[id(channel)] = reader
+        return HostOutput(self.host, channel, Stdin(channel, self, reader), self,
+                          alias=self.alias, encoding=encoding, read_timeout=read_timeout,
+                          buffers=HostOutputBuffers.of(reader),
+                          fully_qualified_command=fully_qualified_command, errors=errors)
+
+    def _reader_of(self, channel) -> Optional[ChannelReader]:
+        reader = self._readers.get(id(channel))
+        return reader if reader is not None and reader.channel is channel else None
+
+    # -- output ----------------------------------------------------------------------
+
+    def read_output(self, stdout_buffer: ConcurrentRWBuffer,
+                    timeout: Optional[float] = None) -> Iterator[bytes]:
+        """Lines (bytes) of a stream buffer as they come; the whole iteration bounded by
+        ``timeout`` (:class:`~pssh.exceptions.Timeout`)."""
+        return self._read_output_buffer(stdout_buffer, timeout=timeout)
+
+    def read_stderr(self, stderr_buffer: ConcurrentRWBuffer,
+                    timeout: Optional[float] = None) -> Iterator[bytes]:
+        """As :meth:`read_output`, for the standard error buffer."""
+        return self._read_output_buffer(stderr_buffer, timeout=timeout)
+
+    def _read_output_buffer(self, _buffer: ConcurrentRWBuffer,
+                            timeout: Optional[float] = None) -> Iterator[bytes]:
+        # The deadline starts when iteration starts, as the caller expects.
+        yield from split_lines(_buffer.chunks(deadline_after(timeout)))
+
+    def read_output_buffer(self, output_buffer: Iterable[bytes], prefix: Optional[str] = None,
+                           callback=None, callback_args=None, encoding: str = "utf-8",
+                           errors: str = "replace") -> Iterator[str]:
+        """Decode lines, logging each to ``pssh.host_logger`` as ``[host]<prefix>\\tline``;
+        ``callback(*callback_args)`` once they are all read."""
+        prefix = prefix or ""
+        log_lines = host_logger.isEnabledFor(logging.INFO)
+        for line in output_buffer:
+            text = line.decode(encoding, errors)
+            if log_lines:
+                host_logger.info("[%s]%s\t%s", self.host, prefix, text)
+            yield text
+        if callback:
+            callback(*(callback_args or ()))
+
+    def wait_finished(self, host_output: HostOutput, timeout: Optional[float] = None,
+                      consume_output: bool = False) -> None:
+        """Wait for the command to end (its output is kept for reading, or with
+        ``consume_output`` discarded as it comes), then close its channel;
+        :class:`~pssh.exceptions.Timeout` after ``timeout`` seconds."""
+        if not isinstance(host_output, HostOutput):
+            raise ValueError(f"{host_output!r} is not a HostOutput")
+        channel = host_output.channel
+        if channel is None:
+            return
+        reader = self._reader_of(channel)
+        if reader is not None:
+            reader.wait_eof(timeout, consume=consume_output)
+            return
+        with GTimeout(timeout, exc.Timeout("%s:%s: command still running after %s s",
+                                           self.host, self.port, timeout,
+                                           host=self.host, port=self.port)):
+            self.eagain(channel.wait_eof)
+            self.close_channel(channel)
+
+    def close_channel(self, channel) -> None:
+        """Close ``channel`` (output read so far stays readable)."""
+        reader = self._reader_of(channel)
+        if reader is not None:
+            reader.close()
+        else:
+            self.eagain(channel.close)
+
+    def finished(self, channel) -> Optional[bool]:
+        """Whether the command on ``channel`` has ended (None for no channel); never blocks."""
+        if channel is None:
+            return None
+        reader = self._reader_of(channel)
+        if reader is not None and reader.at_eof:
+            return True
+        return bool(channel.eof())
+
+    def get_exit_status(self, channel) -> Optional[int]:
+        """The exit status of the command on ``channel``, or None while not known."""
+        if channel is None:
+            return None
+        reader = self._reader_of(channel)
+        if reader is not None:
+            return reader.exit_code
+        if not channel.eof():
+            return None
+        return channel.get_exit_status()
+
+    # -- directory walks (the transfers themselves are the subclass's) ---------------------
+
+    def _copy_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
+        """``copy_file`` of every entry of ``local_dir`` into ``remote_dir``."""
+        self.mkdir(sftp, remote_dir)
+        for name in sorted(os.listdir(local_dir)):
+            self.copy_file(os.path.join(local_dir, name), "/".join([remote_dir, name]),
+                           recurse=True, sftp=sftp)
+
+    def _copy_remote_dir(self, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
+                         sftp, encoding: str = "utf-8") -> None:
+        """``copy_remote_file`` of every name in ``file_list`` from ``remote_dir``."""
+        for name in file_list:
+            name = name.decode(encoding)
+            if name in (".", ".."):
+                continue
+            self.copy_remote_file("/".join([remote_dir, name]), os.path.join(local_dir, name),
+                                  recurse=True, sftp=sftp, encoding=encoding)
+
+    def _scp_send_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
+        self.mkdir(sftp, remote_dir)
+        for name in sorted(os.listdir(local_dir)):
+            self.scp_send(os.path.join(local_dir, name), "/".join([remote_dir, name]),
+                          recurse=True, sftp=sftp)
+
+    def _scp_recv_dir(self, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
+                      sftp, encoding: str = "utf-8") -> None:
+        for name in file_list:
+            name = name.decode(encoding)
+            if name in (".", ".."):
+                continue
+            self.scp_recv("/".join([remote_dir, name]), os.path.join(local_dir, name),
+                          sftp=sftp, recurse=True, encoding=encoding)
+
+    @staticmethod
+    def _make_local_dir(dirpath: str) -> None:
+        if dirpath:
+            os.makedirs(dirpath, exist_ok=True)
+
+    @staticmethod
+    def _remote_paths_split(file_path: str) -> Optional[str]:
+        """The directory part of a remote path (None if it has none)."""
+        sep = file_path.rfind("/")
+        return file_path[:sep] if sep > 0 else None
+
+    # transfer methods the native client provides
+    def mkdir(self, sftp, directory: str) -> None:
+        raise NotImplementedError
+
+    def copy_file(self, local_file: str, remote_file: str, recurse: bool = False,
+                  sftp=None) -> None:
+        raise NotImplementedError
+
+    def copy_remote_file(self, remote_file: str, local_file: str, recurse: bool = False,
+                         sftp=None, encoding: str = "utf-8") -> None:
+        raise NotImplementedError
+
+    def scp_send(self, local_file: str, remote_file: str, recurse: bool = False,
+                 sftp=None) -> None:
+        raise NotImplementedError
+
+    def scp_recv(self, remote_file: str, local_file: str, recurse: bool = False, sftp=None,
+                 encoding: str = "utf-8") -> None:
+        raise NotImplementedError
+
+
+__all__: List[str] = ["BaseSSHClient", "InteractiveShell", "PollMixIn", "Stdin"]

@@ -1,0 +1,254 @@
+"""A running command's output: read from its channel on demand, kept per stream.
+
+stdout and stderr share one flow-control window: a command that fills
+stderr while the caller reads only stdout would stall. Whenever the stream
+being read has nothing, :class:`ChannelReader` drains the other stream into
+its buffer before waiting on the socket. Nothing reads in the background:
+a command's output is read when someone iterates it or joins it, and
+consumed data is released as it is handed out (memory stays bounded by what
+was read and not yet consumed).
+
+:class:`ConcurrentRWBuffer` is parallel-ssh's buffer API (``write``,
+``read``, ``eof``, iteration); filled by a :class:`ChannelReader` here, or by
+any writer when used on its own.
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Iterator, Optional
+
+from gevent.event import Event
+
+from pssh import exceptions as exc
+from pssh.driver import SessionDriver, deadline_after, remaining
+from ssh2 import exceptions as ssh2_exc
+from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
+
+log = logging.getLogger("pssh.reader")
+
+CHUNK = 65536
+
+
+class ConcurrentRWBuffer:
+    """Bytes of one stream: written as they arrive, consumed as they are read.
+
+    ``eof`` is an event set once the writer is done. Iterating yields chunks
+    until EOF. With a ``source`` (a :class:`ChannelReader`), an empty buffer
+    asks the source for more instead of waiting for a writer.
+    """
+
+    __slots__ = ("_chunks", "eof", "_unread_data", "_source", "_stream")
+
+    def __init__(self, source: Optional["ChannelReader"] = None, stream: int = 0) -> None:
+        self._chunks: deque = deque()
+        self._unread_data = Event()
+        self.eof = Event()
+        self._source = source
+        self._stream = stream
+
+    def write(self, data: bytes) -> None:
+        """Append ``data``."""
+        if data:
+            self._chunks.append(data)
+            self._unread_data.set()
+
+    def read(self) -> Optional[bytes]:
+        """Everything buffered, or None if nothing is."""
+        if not self._chunks:
+            self._unread_data.clear()
+            return None
+        data = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
+        self._chunks.clear()
+        self._unread_data.clear()
+        return data
+
+    def chunks(self, deadline: Optional[float] = None) -> Iterator[bytes]:
+        """Chunks until EOF; :class:`~pssh.exceptions.Timeout` if ``deadline`` passes first."""
+        while True:
+            data = self.read()
+            if data is not None:
+                yield data
+                continue
+            if self.eof.is_set():
+                return
+            if self._source is not None:
+                self._source.fill(self._stream, deadline)
+            elif not self._wait_for_writer(deadline):
+                raise exc.Timeout("no output within the read timeout")
+
+    def _wait_for_writer(self, deadline: Optional[float]) -> bool:
+        waiter = Event()
+        # Whichever comes first: data or EOF.
+        self._unread_data.rawlink(lambda _: waiter.set())
+        self.eof.rawlink(lambda _: waiter.set())
+        return waiter.wait(remaining(deadline)) or self._unread_data.is_set() \
+            or self.eof.is_set()
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self.chunks()
+
+
+def split_lines(chunks) -> Iterator[bytes]:
+    """Lines of a byte stream (``\\n`` or ``\\r\\n`` removed; a last line without one included).
+
+    Long lines are assembled from a list of pieces (no quadratic copying).
+    """
+    partial: list = []
+    for chunk in chunks:
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            if end < 0:
+                if start < len(chunk):
+                    partial.append(chunk[start:])
+                break
+            piece = chunk[start:end]
+            if partial:
+                partial.append(piece)
+                piece = b"".join(partial)
+                partial = []
+            yield piece[:-1] if piece.endswith(b"\r") else piece
+            start = end + 1
+    if partial:
+        piece = b"".join(partial)
+        yield piece[:-1] if piece.endswith(b"\r") else piece
+
+
+class ChannelReader:
+    """Owns a running command's channel: its two stream buffers, EOF and exit status."""
+
+    def __init__(self, driver: SessionDriver, channel) -> None:
+        self.driver = driver
+        self.channel = channel
+        self.stdout = ConcurrentRWBuffer(self, 0)
+        self.stderr = ConcurrentRWBuffer(self, 1)
+        self._buffers = (self.stdout, self.stderr)
+        self.exit_code: Optional[int] = None
+        self.exit_signal: Optional[str] = None
+        self.closed = False
+        #: Close the channel as soon as both streams end. A relay, which may
+        #: still send after the far end's EOF, turns this off and closes it
+        #: itself (nothing may follow our close: sshd drops the connection).
+        self.auto_finish = True
+        self._eof_sent = False
+
+    @property
+    def at_eof(self) -> bool:
+        """Both streams have ended (the command finished writing)."""
+        return self.stdout.eof.is_set() and self.stderr.eof.is_set()
+
+    # -- reading ---------------------------------------------------------------
+
+    def _read_some(self, stream: int) -> bool:
+        """Move what libssh2 has for ``stream`` into its buffer; True if anything came."""
+        buffer = self._buffers[stream]
+        progress = False
+        while not buffer.eof.is_set():
+            if self.closed:
+                buffer.eof.set()
+                return True
+            size, data = self.channel.read_ex(CHUNK, stream)
+            if size > 0:
+                buffer.write(data)
+            elif size == 0:
+                buffer.eof.set()
+            else:
+                break
+            progress = True
+        if progress:
+            self.driver.wake()
+        return progress
+
+    def _pending(self) -> bool:
+        """Whether libssh2 already holds data or EOF for this channel.
+
+        Reading one stream can pull the other stream's packets off the socket
+        into libssh2's queue; waiting on the socket for them would hang.
+        """
+        return bool(self.channel.poll_channel_read(1)) or self.channel.eof()
+
+    def fill(self, stream: int, deadline: Optional[float]) -> None:
+        """Read until ``stream`` has data or has ended, draining the other stream meanwhile.
+
+        Raises :class:`~pssh.exceptions.Timeout` once ``deadline`` has passed.
+        """
+        buffer = self._buffers[stream]
+        while not buffer._chunks and not buffer.eof.is_set():
+            if self._read_some(stream) or self._read_some(1 - stream):
+                continue
+            if not self._pending():
+                left = remaining(deadline)
+                if left == 0:
+                    raise exc.Timeout("%s:%s: no output within the read timeout",
+                                      self.driver.host, self.driver.port,
+                                      host=self.driver.host, port=self.driver.port)
+                self.driver.wait(left, "reading output")
+        if buffer.eof.is_set():
+            # The other stream has usually ended too (one EOF covers the channel):
+            # then the exit status can be collected now.
+            self._read_some(1 - stream)
+        if self.at_eof and self.auto_finish:
+            self.finish()
+
+    def wait_eof(self, timeout: Optional[float] = None, consume: bool = False) -> None:
+        """Read (or with ``consume``, discard) all output until both streams end, then
+        close the channel. Raises :class:`~pssh.exceptions.Timeout` after ``timeout``."""
+        deadline = deadline_after(timeout)
+        while not self.at_eof:
+            progress = self._read_some(0) | self._read_some(1)
+            if consume:
+                for buffer in self._buffers:
+                    buffer.read()
+            if not progress and not self.at_eof and not self._pending():
+                left = remaining(deadline)
+                if left == 0:
+                    raise exc.Timeout("%s:%s: command still running after %s s",
+                                      self.driver.host, self.driver.port, timeout,
+                                      host=self.driver.host, port=self.driver.port)
+                self.driver.wait(left, "command still running")
+        if consume:
+            for buffer in self._buffers:
+                buffer.read()
+        self.finish()
+
+    def finish(self) -> None:
+        """Close the channel, wait for the server's close, keep the exit status (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            # libssh2's close also waits for the server's close (wait_closed
+            # would refuse a channel closed before the command's EOF).
+            self.driver.eagain(self.channel.close, what="closing the channel")
+        finally:
+            for buffer in self._buffers:
+                buffer.eof.set()
+        self.exit_code = self.channel.get_exit_status()
+        signal = self.channel.get_exit_signal()[1]
+        self.exit_signal = signal.decode() if signal else None
+
+    def close(self) -> None:
+        """Stop the command's output here: keep what was read, close the channel."""
+        for stream in (0, 1):
+            try:
+                self._read_some(stream)
+            except ssh2_exc.SSH2Error as err:
+                log.debug("%s: reading before close: %s", self.driver.host, err)
+        self.finish()
+
+    # -- writing -----------------------------------------------------------------
+
+    def write(self, data) -> None:
+        """Send ``data`` (str is UTF-8 encoded) to the command's standard input."""
+        data = data.encode() if isinstance(data, str) else bytes(data)
+        self.driver.write(self.channel.write, data, what="writing stdin")
+
+    def flush(self) -> None:
+        self.driver.eagain(self.channel.flush, what="flushing stdin")
+
+    def send_eof(self) -> None:
+        """End the command's standard input (once)."""
+        if not self._eof_sent and not self.closed:
+            self._eof_sent = True
+            self.driver.eagain(self.channel.send_eof, what="ending stdin")

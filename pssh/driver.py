@@ -1,0 +1,262 @@
+"""The session driver: how one libssh2 session is driven on the gevent hub.
+
+Every libssh2 call runs non-blocking. A call that would block returns
+``LIBSSH2_ERROR_EAGAIN``; the driver then waits on the socket in the
+direction libssh2 asks for, letting other greenlets run, and calls again.
+Nothing else in the client knows how to wait: channels readers, shells,
+transfers, tunnels and agent forwarding all go through a
+:class:`SessionDriver`. An asyncio driver would offer the same methods.
+
+Also here: the keepalive loop with lost-server detection (ServerAliveCountMax).
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import weakref
+from typing import Callable, List, Optional
+
+import gevent
+from gevent.event import Event
+from gevent.hub import get_hub
+
+from pssh import exceptions as exc
+from ssh2 import exceptions as ssh2_exc
+from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
+from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
+
+log = logging.getLogger("pssh.driver")
+
+_READ, _WRITE = 1, 2  # libev event bits
+
+
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+#: "Use the driver's own timeout" (``None`` means no limit).
+UNSET = _Unset()
+
+
+def deadline_after(timeout: Optional[float]) -> Optional[float]:
+    """The monotonic time ``timeout`` seconds from now (None: no deadline)."""
+    return None if timeout is None else time.monotonic() + timeout
+
+
+def remaining(deadline: Optional[float]) -> Optional[float]:
+    """Seconds left until ``deadline`` (never negative; None: no deadline)."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+class SessionDriver:
+    """Drives the libssh2 ``session`` over ``sock`` for greenlets on the hub.
+
+    ``timeout``: the limit of each request as a whole (None: none), unless a
+    call gives its own. ``host``/``port`` name the host in errors.
+    """
+
+    def __init__(self, sock, session, host: str, port: int,
+                 timeout: Optional[float] = None) -> None:
+        self.sock = sock
+        self.session = session
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        #: Called before every wait (agent forwarding accepts channels there).
+        self.before_wait: List[Callable[[], None]] = []
+        #: Called once the connection is closed, whoever closed it.
+        self.on_close: List[Callable[[], None]] = []
+        self._waiters: set = set()
+        self._lost: Optional[exc.PSSHError] = None
+        self._received_seen = -1
+        try:
+            self._quickack = sock.family in (socket.AF_INET, socket.AF_INET6)
+        except AttributeError:
+            self._quickack = False
+        self._keepalive: Optional["KeepAlive"] = None
+
+    # -- waiting ---------------------------------------------------------------------
+
+    def wait(self, timeout: Optional[float], what: str = "waiting for the server") -> None:
+        """Wait once on the socket, in the direction libssh2 is blocked on.
+
+        Also returns early when another greenlet using this session made
+        progress (:meth:`wake`): its libssh2 call may have read packets for
+        us off the socket, which would then never become readable for us.
+        Raises :class:`~pssh.exceptions.Timeout` after ``timeout`` seconds.
+        """
+        if self._lost is not None:
+            raise self._lost
+        directions = self.session.block_directions()
+        events = ((_READ if directions & LIBSSH2_SESSION_BLOCK_INBOUND else 0)
+                  | (_WRITE if directions & LIBSSH2_SESSION_BLOCK_OUTBOUND else 0)) or _READ
+        for hook in self.before_wait:
+            hook()
+        received = self.session.bytes_received
+        if received != self._received_seen:
+            # Our call read from the socket though it got nothing for itself:
+            # what it read may be another greenlet's reply, now queued in
+            # libssh2 where that greenlet's socket watch will never see it.
+            self._received_seen = received
+            self.wake()
+        ready = Event()
+        watcher = get_hub().loop.io(self.sock.fileno(), events)
+        watcher.start(ready.set)
+        self._waiters.add(ready)
+        try:
+            if not ready.wait(timeout):
+                raise exc.Timeout("%s:%s: %s: nothing within %.3g s", self.host, self.port,
+                                  what, timeout, host=self.host, port=self.port)
+            if self._lost is not None:
+                raise self._lost
+        finally:
+            self._waiters.discard(ready)
+            watcher.stop()
+            watcher.close()
+
+    def wake(self) -> None:
+        """Tell greenlets waiting on this session to try again (call after progress)."""
+        for ready in tuple(self._waiters):
+            ready.set()
+
+    def eagain(self, fn: Callable, *args, timeout=UNSET, what: str = ""):
+        """``fn(*args)``, called again after each EAGAIN until it gives a result.
+
+        ``timeout`` bounds the whole call, however many waits it takes.
+        """
+        timeout = self.timeout if timeout is UNSET else timeout
+        deadline = deadline_after(timeout)
+        while True:
+            result = fn(*args)
+            if type(result) is int and result == LIBSSH2_ERROR_EAGAIN:
+                self._wait_until(deadline, timeout, what or getattr(fn, "__name__", "request"))
+                continue
+            self.wake()
+            return result
+
+    def write(self, write: Callable, data: bytes, timeout=UNSET, what: str = "writing") -> None:
+        """Write all of ``data`` with ``write`` (``(rc, written)`` calls), within ``timeout``."""
+        timeout = self.timeout if timeout is UNSET else timeout
+        deadline = deadline_after(timeout)
+        total, size = 0, len(data)
+        while total < size:
+            rc, written = write(data[total:] if total else data)
+            total += written
+            if rc == LIBSSH2_ERROR_EAGAIN:
+                self._wait_until(deadline, timeout, what)
+            elif written:
+                self.wake()
+
+    def _wait_until(self, deadline: Optional[float], timeout: Optional[float],
+                    what: str) -> None:
+        if self._quickack:
+            # Acknowledge the reply at once: sshd (Nagle on for non-pty
+            # sessions) holds its next packet until our ACK, which delayed
+            # ACK would postpone ~40 ms (the first channel after login).
+            try:
+                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+            except OSError:
+                pass
+        left = remaining(deadline)
+        if left == 0:
+            raise exc.Timeout("%s:%s: %s: nothing within %.3g s", self.host, self.port, what,
+                              timeout, host=self.host, port=self.port)
+        self.wait(left, what)
+
+    # -- liveness ------------------------------------------------------------------
+
+    @property
+    def lost(self) -> Optional[exc.PSSHError]:
+        """Why the server counts as lost, or None."""
+        return self._lost
+
+    def lose(self, reason: str) -> exc.PSSHError:
+        """Fail every wait on this connection from now on (and wake the waiting ones)."""
+        log.warning("%s:%s: %s; closing the connection", self.host, self.port, reason)
+        self._lost = exc.ConnectionError("%s:%s: %s", self.host, self.port, reason,
+                                         host=self.host, port=self.port)
+        self.wake()
+        return self._lost
+
+    def start_keepalive(self, seconds: int, count_max: int) -> None:
+        """Send keepalives every ``seconds`` and notice a server that stopped answering."""
+        self.session.keepalive_config(False, seconds)
+        self._keepalive = KeepAlive(self, seconds, count_max)
+
+    def close(self) -> None:
+        """Stop keepalives, say goodbye without waiting, close the socket (idempotent)."""
+        if self._keepalive is not None:
+            self._keepalive.stop()
+            self._keepalive = None
+        session, self.session = self.session, None
+        sock = self.sock
+        if session is not None and sock is not None and not getattr(sock, "closed", True):
+            try:
+                session.disconnect()  # non-blocking: sent if the socket takes it
+            except ssh2_exc.SSH2Error:
+                pass
+        del session
+        if sock is not None:
+            sock.close()
+        self.wake()
+        hooks, self.on_close = self.on_close, []
+        for hook in hooks:
+            hook()
+
+
+class KeepAlive:
+    """Keepalives for one session, and what OpenSSH's ServerAliveCountMax does.
+
+    Every ``seconds`` a keepalive goes out (want_reply off: the replies
+    libssh2 would queue and never free). After a round in which not a byte
+    came from the server, a probe that needs an answer follows (a channel
+    opened and closed); no answer within ``count_max`` intervals declares the
+    server lost, and every wait on the session fails. Holds the driver only
+    weakly between rounds, so a dropped connection ends its keepalives.
+    """
+
+    def __init__(self, driver: SessionDriver, seconds: int, count_max: int) -> None:
+        self.seconds = seconds
+        self.count_max = count_max
+        self._greenlet = gevent.spawn(self._run, weakref.ref(driver))
+
+    @property
+    def dead(self) -> bool:
+        return self._greenlet.dead
+
+    def stop(self) -> None:
+        if self._greenlet is not gevent.getcurrent():
+            self._greenlet.kill(block=False)
+
+    def _run(self, ref) -> None:
+        received = -1
+        while True:
+            driver = ref()
+            if driver is None or driver.session is None:
+                return
+            try:
+                if driver.session.bytes_received == received and self.count_max:
+                    self._probe(driver)
+                driver.eagain(driver.session.keepalive_send, what="sending a keepalive")
+            except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
+                log.debug("%s:%s: keepalive failed: %s", driver.host, driver.port, err)
+                return
+            received = driver.session.bytes_received if driver.session is not None else -1
+            del driver
+            gevent.sleep(self.seconds)
+
+    def _probe(self, driver: SessionDriver) -> None:
+        timeout = self.seconds * self.count_max
+        try:
+            channel = driver.eagain(driver.session.open_session, timeout=timeout,
+                                    what="keepalive probe")
+            driver.eagain(channel.close, timeout=timeout, what="keepalive probe")
+        except ssh2_exc.SSH2Error:
+            return  # refused (e.g. MaxSessions): an answer all the same
+        except exc.Timeout:
+            lost = driver.lose(f"server not responding: no answer for {timeout} s "
+                               f"({self.count_max} keepalive intervals of {self.seconds} s)")
+            gevent.spawn(driver.close)
+            raise lost
