@@ -19,6 +19,7 @@ from typing import Callable, List, Optional
 
 import gevent
 from gevent.event import Event
+from gevent.lock import Semaphore
 from gevent.hub import get_hub
 
 from pssh import exceptions as exc
@@ -69,6 +70,7 @@ class SessionDriver:
         #: Called once the connection is closed, whoever closed it.
         self.on_close: List[Callable[[], None]] = []
         self._waiters: set = set()
+        self._opening = Semaphore()
         self._lost: Optional[exc.PSSHError] = None
         self._received_seen = -1
         try:
@@ -136,6 +138,25 @@ class SessionDriver:
             self.wake()
             return result
 
+    def exclusive(self, fn: Callable, *args, timeout=UNSET, what: str = ""):
+        """:meth:`eagain` for the calls whose progress libssh2 keeps in the session, not
+        in a channel: opening channels (session, direct-tcpip, SCP), starting SFTP.
+
+        Two such calls in progress at once would share that state: one
+        greenlet's open would finish another's (it gets the other's channel).
+        They run one at a time; waiting for a turn counts toward ``timeout``.
+        """
+        timeout = self.timeout if timeout is UNSET else timeout
+        deadline = deadline_after(timeout)
+        if not self._opening.acquire(timeout=remaining(deadline)):
+            raise exc.Timeout("%s:%s: %s: waited %.3g s for other requests", self.host,
+                              self.port, what or getattr(fn, "__name__", "request"), timeout,
+                              host=self.host, port=self.port)
+        try:
+            return self.eagain(fn, *args, timeout=remaining(deadline), what=what)
+        finally:
+            self._opening.release()
+
     def write(self, write: Callable, data: bytes, timeout=UNSET, what: str = "writing") -> None:
         """Write all of ``data`` with ``write`` (``(rc, written)`` calls), within ``timeout``."""
         timeout = self.timeout if timeout is UNSET else timeout
@@ -180,10 +201,11 @@ class SessionDriver:
         self.wake()
         return self._lost
 
-    def start_keepalive(self, seconds: int, count_max: int) -> None:
+    def start_keepalive(self, seconds: int, count_max: int) -> "KeepAlive":
         """Send keepalives every ``seconds`` and notice a server that stopped answering."""
         self.session.keepalive_config(False, seconds)
-        self._keepalive = KeepAlive(self, seconds, count_max)
+        self._keepalive = KeepAlive(self.sock, self.session, seconds, count_max, driver=self)
+        return self._keepalive
 
     def close(self) -> None:
         """Stop keepalives, say goodbye without waiting, close the socket (idempotent)."""
@@ -209,28 +231,46 @@ class SessionDriver:
 class KeepAlive:
     """Keepalives for one session, and what OpenSSH's ServerAliveCountMax does.
 
-    Every ``seconds`` a keepalive goes out (want_reply off: the replies
-    libssh2 would queue and never free). After a round in which not a byte
-    came from the server, a probe that needs an answer follows (a channel
-    opened and closed); no answer within ``count_max`` intervals declares the
-    server lost, and every wait on the session fails. Holds the driver only
-    weakly between rounds, so a dropped connection ends its keepalives.
+    parallel-ssh's ``KeepAlive(sock, session)``: a greenlet that calls
+    ``session.keepalive_send()`` and sleeps as long as it answers (set the
+    interval first with ``session.keepalive_config``). Added here: after a
+    round of ``seconds`` in which not a byte came from the server, a probe
+    that needs an answer (a channel opened and closed); no answer within
+    ``count_max`` intervals declares the server lost, and every wait on the
+    session fails. Holds the driver only weakly, so a dropped connection
+    ends its keepalives.
     """
 
-    def __init__(self, driver: SessionDriver, seconds: int, count_max: int) -> None:
+    def __init__(self, sock, session, seconds: int = 60, count_max: int = 0,
+                 driver: Optional[SessionDriver] = None) -> None:
+        self.sock = sock
+        self.session = session
         self.seconds = seconds
         self.count_max = count_max
-        self._greenlet = gevent.spawn(self._run, weakref.ref(driver))
+        if driver is None:
+            driver = self._own_driver = SessionDriver(sock, session, "", 0)
+        self._let = gevent.spawn(self._send_keepalive, weakref.ref(driver))
+
+    _own_driver: Optional[SessionDriver] = None
 
     @property
     def dead(self) -> bool:
-        return self._greenlet.dead
+        return self._let.dead
 
     def stop(self) -> None:
-        if self._greenlet is not gevent.getcurrent():
-            self._greenlet.kill(block=False)
+        if self._let is not gevent.getcurrent():
+            self._let.kill(block=False)
 
-    def _run(self, ref) -> None:
+    def poll(self, timeout: Optional[float] = None) -> None:
+        """Wait once for the socket, in the direction the session is blocked on."""
+        SessionDriver(self.sock, self.session, "", 0).wait(timeout, "keepalive")
+
+    def eagain(self, func, *args, **kwargs):
+        """``func(*args, **kwargs)`` until it stops returning EAGAIN."""
+        return SessionDriver(self.sock, self.session, "", 0).eagain(
+            lambda *a: func(*a, **kwargs), *args)
+
+    def _send_keepalive(self, ref) -> None:
         received = -1
         while True:
             driver = ref()
@@ -239,19 +279,19 @@ class KeepAlive:
             try:
                 if driver.session.bytes_received == received and self.count_max:
                     self._probe(driver)
-                driver.eagain(driver.session.keepalive_send, what="sending a keepalive")
+                due = driver.eagain(driver.session.keepalive_send, what="sending a keepalive")
             except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
                 log.debug("%s:%s: keepalive failed: %s", driver.host, driver.port, err)
                 return
             received = driver.session.bytes_received if driver.session is not None else -1
             del driver
-            gevent.sleep(self.seconds)
+            gevent.sleep(due or self.seconds)
 
     def _probe(self, driver: SessionDriver) -> None:
         timeout = self.seconds * self.count_max
         try:
-            channel = driver.eagain(driver.session.open_session, timeout=timeout,
-                                    what="keepalive probe")
+            channel = driver.exclusive(driver.session.open_session, timeout=timeout,
+                                       what="keepalive probe")
             driver.eagain(channel.close, timeout=timeout, what="keepalive probe")
         except ssh2_exc.SSH2Error:
             return  # refused (e.g. MaxSessions): an answer all the same

@@ -22,10 +22,13 @@ LIBSSH2_CHANNEL_PACKET_DEFAULT = c.LIBSSH2_CHANNEL_PACKET_DEFAULT
 DEF READ_SIZE = 65536
 
 
-cdef Channel PyChannel(c.LIBSSH2_CHANNEL *channel, Session session):
+cdef Channel PyChannel(c.LIBSSH2_CHANNEL *channel, Session session, object owner=None):
+    """A Channel object for ``channel``; with ``owner``, the channel belongs to that
+    object (e.g. the SFTP session's own channel): kept alive by it, never freed here."""
     cdef Channel obj = Channel.__new__(Channel)
     obj._channel = channel
     obj.session = session
+    obj._owner = owner
     return obj
 
 
@@ -45,9 +48,9 @@ cdef class Channel:
         raise TypeError("channels come from Session.open_session() and similar calls")
 
     def __dealloc__(self):
-        if self._channel is not NULL and self.session is not None:
+        if self._channel is not NULL and self.session is not None and self._owner is None:
             self.session._release(CHILD_CHANNEL, self._channel)
-            self._channel = NULL
+        self._channel = NULL
 
     cdef c.LIBSSH2_CHANNEL *_ptr(self) except NULL:
         if self._channel is NULL:
@@ -144,11 +147,22 @@ cdef class Channel:
                             "agent forwarding request failed")
 
     def x11_req(self, int screen_number):
+        """Ask for X11 forwarding on this channel (a random cookie, many connections)."""
+        return self.x11_req_ex(0, None, None, screen_number)
+
+    def x11_req_ex(self, int single_connection, auth_proto, auth_cookie, int screen_number):
+        """Ask for X11 forwarding: ``auth_proto`` and ``auth_cookie`` None pick
+        MIT-MAGIC-COOKIE-1 and a random cookie."""
         cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
+        cdef bytes b_proto = to_bytes(auth_proto) if auth_proto is not None else None
+        cdef bytes b_cookie = to_bytes(auth_cookie) if auth_cookie is not None else None
+        cdef const char *c_proto = NULL if b_proto is None else <const char *>b_proto
+        cdef const char *c_cookie = NULL if b_cookie is None else <const char *>b_cookie
         cdef int rc
         with nogil:
             lock(self.session._lock)
-            rc = c.libssh2_channel_x11_req_ex(ch, 0, NULL, NULL, screen_number)
+            rc = c.libssh2_channel_x11_req_ex(ch, single_connection, c_proto, c_cookie,
+                                             screen_number)
             unlock(self.session._lock)
         return self._call(rc, "X11 forwarding request failed")
 
@@ -323,10 +337,23 @@ cdef class Channel:
         return self._simple(c.libssh2_channel_wait_eof, "waiting for EOF failed")
 
     def close(self):
-        """Send a close; the exit status is available after :meth:`wait_closed`."""
-        return self._simple(c.libssh2_channel_close, "closing the channel failed")
+        """Close the channel: sends EOF and a close, and (like libssh2) waits for the
+        server's close. Returns 0 once done, or EAGAIN in non-blocking mode."""
+        cdef int rc = self._simple(c.libssh2_channel_close, "closing the channel failed")
+        if rc == 0:
+            self._close_done = True
+        return rc
 
     def wait_closed(self):
+        """Wait for the server to close the channel; then the exit status is known.
+
+        After :meth:`close` has completed this returns 0 at once: libssh2's
+        close already waited for the server's close (libssh2 itself would
+        refuse when that close came before the server's EOF).
+        """
+        if self._close_done:
+            self._ptr()
+            return 0
         return self._simple(c.libssh2_channel_wait_closed, "waiting for the channel to close failed")
 
     def get_exit_status(self):

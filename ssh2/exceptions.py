@@ -97,11 +97,11 @@ class SocketDisconnectError(SSH2Error):
     """The connection is closed."""
 
 
-class SocketTimeout(SSH2Error):
+class SocketTimeout(SessionError):
     """Timed out waiting on the socket."""
 
 
-class Timeout(SSH2Error):
+class Timeout(SessionError):
     """The operation timed out (see Session.set_timeout)."""
 
 
@@ -113,23 +113,23 @@ class InvalidMACError(SSH2Error):
     """A packet failed its integrity check."""
 
 
-class MACFailureError(InvalidMACError):
+class MacFailureError(InvalidMACError):
     """MAC computation failed."""
 
 
-class DecryptError(SSH2Error):
+class DecryptError(SessionError):
     """A packet could not be decrypted."""
 
 
-class EncryptError(SSH2Error):
+class EncryptError(SessionError):
     """A packet could not be encrypted."""
 
 
-class HostkeyInitError(SSH2Error):
+class HostkeyInitError(SessionError):
     """The host key algorithm could not be initialised."""
 
 
-class HostkeySignError(SSH2Error):
+class HostkeySignError(SessionError):
     """The server's host key signature did not verify."""
 
 
@@ -141,7 +141,7 @@ class MethodNoneError(SSH2Error):
     """No algorithm was negotiated for a method."""
 
 
-class MethodNotSupported(SSH2Error):
+class MethodNotSupported(SessionError):
     """The method or algorithm is not supported."""
 
 
@@ -169,7 +169,7 @@ class OutOfBoundaryError(SSH2Error):
     """Out of boundary access."""
 
 
-class CompressError(SSH2Error):
+class CompressError(SessionError):
     """Compression failed."""
 
 
@@ -206,15 +206,23 @@ class PublickeyUnverifiedError(AuthenticationError):
     """The server did not accept the public key."""
 
 
+class PublicKeyError(SSH2Error):
+    """The publickey subsystem (RFC 4819) failed."""
+
+
+class PublicKeyInitError(PublicKeyError):
+    """The publickey subsystem could not be started (most servers do not offer it)."""
+
+
 class PublicKeyProtocolError(SSH2Error):
     """Public key subsystem protocol error."""
 
 
-class KeyfileAuthFailed(AuthenticationError):
+class KeyfileAuthFailedError(AuthenticationError):
     """The key file could not be used (wrong passphrase, bad format or not found)."""
 
 
-class MissingUserauthBannerError(SSH2Error):
+class MissingUserAuthBannerError(SSH2Error):
     """The server sent no user authentication banner."""
 
 
@@ -259,7 +267,7 @@ class ChannelRequestDenied(ChannelFailure):
     """The server denied the channel request."""
 
 
-class RequestDeniedError(SSH2Error):
+class RequestDeniedError(SessionError):
     """The server denied the request."""
 
 
@@ -283,11 +291,11 @@ class ChannelEOFSentError(ChannelError):
     """EOF was already sent on this channel."""
 
 
-class ChannelWindowFull(ChannelError):
+class ChannelWindowFullError(ChannelError):
     """The channel window is full."""
 
 
-class SCPProtocolError(ChannelError):
+class SCPProtocolError(ChannelError, SessionError):
     """SCP failed (no such file, permission denied, or a protocol error)."""
 
 
@@ -457,8 +465,8 @@ _ERROR_CLASSES: dict[int, type[SSH2Error]] = {
     -36: PublicKeyProtocolError, -38: BufferTooSmallError, -39: BadUseError,
     -40: CompressError, -41: OutOfBoundaryError, -42: AgentProtocolError,
     -43: SocketRecvError, -44: EncryptError, -45: BadSocketError, -46: KnownHostError,
-    -47: ChannelWindowFull, -48: KeyfileAuthFailed, -49: RandGenError,
-    -50: MissingUserauthBannerError, -51: AlgoUnsupportedError, -52: MACFailureError,
+    -47: ChannelWindowFullError, -48: KeyfileAuthFailedError, -49: RandGenError,
+    -50: MissingUserAuthBannerError, -51: AlgoUnsupportedError, -52: MacFailureError,
     -53: HashInitError, -54: HashCalcError,
 }
 

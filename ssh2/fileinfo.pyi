@@ -8,3 +8,7 @@ class FileInfo:
     st_nlink: int
     st_ino: int
     st_dev: int
+    st_rdev: int
+    st_blksize: int
+    st_blocks: int
+    st_ctime: int

@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""``FileInfo``: the stat of a file received with SCP."""
+"""``FileInfo``: the stat of a file received with SCP (``Session.scp_recv2``)."""
 from ssh2.c cimport libssh2 as c
 
 
@@ -50,3 +50,20 @@ cdef class FileInfo:
     @property
     def st_dev(self):
         return self._stat.st_dev
+
+    @property
+    def st_rdev(self):
+        return self._stat.st_rdev
+
+    @property
+    def st_blksize(self):
+        return self._stat.st_blksize
+
+    @property
+    def st_blocks(self):
+        return self._stat.st_blocks
+
+    @property
+    def st_ctime(self):
+        return self._stat.st_ctime
+

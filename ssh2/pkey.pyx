@@ -25,3 +25,8 @@ cdef class PublicKey:
 
     def __repr__(self):
         return f"PublicKey(comment={self.comment!r})"
+
+    @property
+    def blob_len(self):
+        return len(self.blob)
+

@@ -8,6 +8,7 @@ cdef enum ChildKind:
     CHILD_SFTP_HANDLE = 2
     CHILD_SFTP = 3
     CHILD_LISTENER = 4
+    CHILD_PUBLICKEY = 5
 
 
 # libssh2's "abstract" for this session's callbacks.
@@ -31,6 +32,7 @@ cdef class Session:
     cdef list _deferred
     cdef object _kbd_responder
     cdef object _kbd_error
+    cdef object _signer
     # Addresses of agent channels the server opened, not yet handed out.
     cdef list _agent_channels
     cdef SessionHook *_hook

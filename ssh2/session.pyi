@@ -8,6 +8,7 @@ from ssh2.channel import Channel
 from ssh2.fileinfo import FileInfo
 from ssh2.knownhost import KnownHost
 from ssh2.listener import Listener
+from ssh2.publickey import PublicKeySystem
 from ssh2.sftp import SFTP
 
 _Str = Union[str, bytes]
@@ -69,7 +70,11 @@ LIBSSH2_FLAG_EARLY_USERAUTH: FlagType
 LIBSSH2_FLAG_SK_PRESENCE_REQUIRED: FlagType
 LIBSSH2_FLAG_SK_VERIFICATION_REQUIRED: FlagType
 
-KbdInteractiveCallback = Callable[[str, str, List[Tuple[str, bool]]], Sequence[_Str]]
+class Prompt(str):
+    echo: bool
+    def __new__(cls, text: str, echo: object) -> "Prompt": ...
+
+KbdInteractiveCallback = Callable[[bytes, bytes, List[Prompt]], Sequence[_Str]]
 
 class Session:
     def __init__(self) -> None: ...
@@ -100,6 +105,12 @@ class Session:
     def userauth_publickey_frommemory(self, username: _Str, privatekeyfiledata: _Str,
                                       passphrase: _Str = ...,
                                       publickeyfiledata: Optional[_Str] = ...) -> int: ...
+    def userauth_publickey(self, username: _Str, pubkeydata: bytes,
+                           sign: Optional[Callable[[bytes], bytes]] = ...) -> int: ...
+    def userauth_hostbased_fromfile(self, username: _Str, privatekey: _Str, hostname: _Str,
+                                    publickey: Optional[_Str] = ...,
+                                    passphrase: _Str = ...) -> int: ...
+    def publickey_init(self) -> Union[PublicKeySystem, _EAGAIN]: ...
     def userauth_password(self, username: _Str, password: _Str) -> int: ...
     def userauth_keyboardinteractive(self, username: _Str, password: _Str) -> int: ...
     def userauth_keyboardinteractive_callback(self, username: _Str,

@@ -9,6 +9,7 @@ from posix.types cimport time_t
 
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport sftp as csftp
+from ssh2.c cimport publickey as cpk
 from ssh2.session cimport SessionHook, lock, unlock
 from ssh2.channel cimport Channel, PyChannel
 from ssh2.sftp cimport PySFTP
@@ -16,6 +17,7 @@ from ssh2.listener cimport PyListener
 from ssh2.knownhost cimport PyKnownHost
 from ssh2.agent cimport Agent, PyAgent
 from ssh2.fileinfo cimport PyFileInfo
+from ssh2.publickey cimport PyPublicKeySystem
 from ssh2.utils cimport to_bytes, sock_fd, fd_identity, fd_is, set_tcp_nodelay, fd_is_blocking, \
     set_fd_nonblocking, set_fd_blocking
 
@@ -194,6 +196,17 @@ cdef void _kbd_callback(const char *name, int name_len, const char *instruction,
                     num_prompts, prompts, responses)
 
 
+class Prompt(str):
+    """A keyboard-interactive prompt: its text, and ``echo`` (whether the answer may be shown)."""
+
+    echo: bool
+
+    def __new__(cls, text, echo):
+        prompt = str.__new__(cls, text)
+        prompt.echo = bool(echo)
+        return prompt
+
+
 cdef void _kbd_answer(Session session, bytes name, bytes instruction, int num_prompts,
                       const c.LIBSSH2_USERAUTH_KBDINT_PROMPT *prompts,
                       c.LIBSSH2_USERAUTH_KBDINT_RESPONSE *responses) noexcept:
@@ -201,10 +214,10 @@ cdef void _kbd_answer(Session session, bytes name, bytes instruction, int num_pr
     cdef bytes answer
     cdef char *copy
     try:
-        questions = [(prompts[i].text[:prompts[i].length].decode("utf-8", "replace"),
-                      bool(prompts[i].echo)) for i in range(num_prompts)]
-        answers = session._kbd_responder(name.decode("utf-8", "replace"),
-                                         instruction.decode("utf-8", "replace"), questions)
+        # ssh2-python's types: name and instruction as bytes, prompts as str.
+        questions = [Prompt(prompts[i].text[:prompts[i].length].decode("utf-8", "replace"),
+                            prompts[i].echo) for i in range(num_prompts)]
+        answers = session._kbd_responder(name, instruction, questions)
         if len(answers) != num_prompts:
             raise ValueError(f"keyboard-interactive callback returned {len(answers)} "
                              f"answers for {num_prompts} prompts")
@@ -220,6 +233,35 @@ cdef void _kbd_answer(Session session, bytes name, bytes instruction, int num_pr
             responses[i].length = len(answer)
     except BaseException as err:
         session._kbd_error = err
+
+
+# libssh2_userauth_publickey's signer: runs inside that call (session lock held),
+# hands the data to the Python callable and the signature back in malloc'd memory
+# (libssh2 frees it with free(), its default allocator here).
+cdef int _sign_callback(c.LIBSSH2_SESSION *session, unsigned char **sig, size_t *sig_len,
+                        const unsigned char *data, size_t data_len,
+                        void **abstract) noexcept nogil:
+    with gil:
+        return _sign(<Session>(<SessionHook *>abstract[0]).owner, data[:data_len], sig, sig_len)
+
+
+cdef int _sign(Session session, bytes data, unsigned char **sig, size_t *sig_len) noexcept:
+    cdef bytes signature
+    cdef unsigned char *copy
+    try:
+        signature = session._signer(data)
+        if not isinstance(signature, bytes) or not signature:
+            raise TypeError("the signing callback must return the signature as bytes")
+        copy = <unsigned char *>malloc(len(signature))
+        if copy is NULL:
+            raise MemoryError()
+        memcpy(copy, <const char *>signature, len(signature))
+        sig[0] = copy
+        sig_len[0] = len(signature)
+        return 0
+    except BaseException as err:
+        session._kbd_error = err
+        return -1
 
 
 # libssh2 calls this from inside whichever call read the server's
@@ -701,6 +743,80 @@ cdef class Session:
             unlock(self._lock)
         return self._rc(rc, f"public key authentication as {username!r} (key from memory) failed")
 
+    def userauth_publickey(self, username, bytes pubkeydata not None, sign=None):
+        """Authenticate with a public key whose signatures come from ``sign``.
+
+        ``pubkeydata``: the public key blob (SSH wire format); ``sign(data)``
+        returns the raw signature of ``data`` (an HSM, a ``cryptography`` key).
+        It runs inside the call and must not use the session. Without it
+        there is nothing to sign with (libssh2 would crash): ``BadUseError``.
+        """
+        cdef bytes b_user = to_bytes(username)
+        cdef const char *c_user = b_user
+        cdef const unsigned char *c_pub = <const unsigned char *><const char *>pubkeydata
+        cdef size_t n_pub = len(pubkeydata)
+        cdef void **abstract = <void **>&self._hook
+        cdef int rc
+        if sign is None or not callable(sign):
+            raise _exc.BadUseError("userauth_publickey needs a signing callable, sign(data) -> "
+                                   "signature; for key files and keys in memory use "
+                                   "userauth_publickey_fromfile/_frommemory")
+        self._check_unauthenticated()
+        self._signer = sign
+        self._kbd_error = None
+        try:
+            with nogil:
+                lock(self._lock)
+                rc = c.libssh2_userauth_publickey(self._session, c_user, c_pub, n_pub,
+                                                  _sign_callback, abstract)
+                unlock(self._lock)
+            if self._kbd_error is not None:
+                raise self._kbd_error
+        finally:
+            self._signer = None
+            self._kbd_error = None
+        return self._rc(rc, f"public key authentication as {username!r} failed")
+
+    def userauth_hostbased_fromfile(self, username, privatekey, hostname, publickey=None,
+                                    passphrase=""):
+        """Host-based authentication with the client host's key files."""
+        cdef bytes b_user = to_bytes(username)
+        cdef bytes b_priv = to_bytes(privatekey)
+        cdef bytes b_host = to_bytes(hostname)
+        cdef bytes b_pass = to_bytes(passphrase or "")
+        cdef bytes b_pub = to_bytes(publickey) if publickey is not None else None
+        cdef const char *c_user = b_user
+        cdef const char *c_priv = b_priv
+        cdef const char *c_host = b_host
+        cdef const char *c_pass = b_pass
+        cdef const char *c_pub = NULL if b_pub is None else <const char *>b_pub
+        cdef unsigned int n_user = len(b_user), n_host = len(b_host)
+        cdef int rc
+        self._check_unauthenticated()
+        with nogil:
+            lock(self._lock)
+            rc = c.libssh2_userauth_hostbased_fromfile_ex(self._session, c_user, n_user, c_pub,
+                                                         c_priv, c_pass, c_host, n_host,
+                                                         c_user, n_user)
+            unlock(self._lock)
+        return self._rc(rc, f"host-based authentication as {username!r} failed")
+
+    def publickey_init(self):
+        """The publickey subsystem (:class:`ssh2.publickey.PublicKeySystem`), or EAGAIN;
+        :class:`ssh2.exceptions.PublicKeyInitError` if the server does not offer it."""
+        cdef cpk.LIBSSH2_PUBLICKEY *pk
+        self._check()
+        with nogil:
+            lock(self._lock)
+            pk = cpk.libssh2_publickey_init(self._session)
+            unlock(self._lock)
+        if pk is NULL:
+            try:
+                return self._null_result("starting the publickey subsystem failed")
+            except _exc.SSH2Error as err:
+                raise _exc.PublicKeyInitError(str(err), err.errno) from err
+        return PyPublicKeySystem(pk, self)
+
     def userauth_password(self, username, password):
         cdef bytes b_user = to_bytes(username)
         cdef bytes b_pass = to_bytes(password)
@@ -723,8 +839,10 @@ cdef class Session:
     def userauth_keyboardinteractive_callback(self, username, callback):
         """Keyboard-interactive authentication driven by ``callback``.
 
-        ``callback(name, instruction, prompts)`` gets the server's prompts as a
-        list of ``(text, echo)`` and returns one answer (str or bytes) each.
+        ``callback(name, instruction, prompts)`` gets the server's name and
+        instruction (bytes) and prompts (str; each a :class:`Prompt` whose
+        ``echo`` says whether the answer may be shown), and returns one answer
+        (str or bytes) per prompt, as in ssh2-python.
         """
         cdef bytes b_user = to_bytes(username)
         cdef const char *c_user = b_user
@@ -947,4 +1065,6 @@ cdef int _free_child(int kind, void *ptr) noexcept nogil:
         return csftp.libssh2_sftp_shutdown(<csftp.LIBSSH2_SFTP *>ptr)
     if kind == CHILD_LISTENER:
         return c.libssh2_channel_forward_cancel(<c.LIBSSH2_LISTENER *>ptr)
+    if kind == CHILD_PUBLICKEY:
+        return cpk.libssh2_publickey_shutdown(<cpk.LIBSSH2_PUBLICKEY *>ptr)
     return 0

@@ -8,6 +8,7 @@ from ssh2.session cimport Session, CHILD_SFTP, lock, unlock
 from ssh2.sftp_handle cimport (SFTPHandle, SFTPAttributes, SFTPStatVFS, PySFTPHandle,
                                TRANSFER_CHUNK)
 from ssh2.utils cimport to_bytes, poll_fd
+from ssh2.channel cimport PyChannel
 
 import os
 import secrets
@@ -50,6 +51,8 @@ LIBSSH2_SFTP_ST_NOSUID = csftp.LIBSSH2_SFTP_ST_NOSUID
 LIBSSH2_SFTP_RENAME_OVERWRITE = csftp.LIBSSH2_SFTP_RENAME_OVERWRITE
 LIBSSH2_SFTP_RENAME_ATOMIC = csftp.LIBSSH2_SFTP_RENAME_ATOMIC
 LIBSSH2_SFTP_RENAME_NATIVE = csftp.LIBSSH2_SFTP_RENAME_NATIVE
+LIBSSH2_SFTP_OPENFILE = csftp.LIBSSH2_SFTP_OPENFILE
+LIBSSH2_SFTP_OPENDIR = csftp.LIBSSH2_SFTP_OPENDIR
 LIBSSH2_FX_OK = csftp.LIBSSH2_FX_OK
 LIBSSH2_FX_EOF = csftp.LIBSSH2_FX_EOF
 LIBSSH2_FX_NO_SUCH_FILE = csftp.LIBSSH2_FX_NO_SUCH_FILE
@@ -153,13 +156,23 @@ cdef class SFTP:
 
         ``flags``: ``LIBSSH2_FXF_*``; ``mode``: permissions for a new file.
         """
-        return self._open(filename, flags, mode, csftp.LIBSSH2_SFTP_OPENFILE)
+        return self.open_ex(filename, flags, mode, csftp.LIBSSH2_SFTP_OPENFILE)
 
     def opendir(self, path):
         """Open a remote directory for ``readdir``: an :class:`SFTPHandle`, or EAGAIN."""
-        return self._open(path, 0, 0, csftp.LIBSSH2_SFTP_OPENDIR)
+        return self.open_ex(path, 0, 0, csftp.LIBSSH2_SFTP_OPENDIR)
 
-    def _open(self, path, unsigned long flags, long mode, int open_type):
+    def get_channel(self):
+        """The channel the SFTP session runs on (owned by this object: not closed or
+        freed through it)."""
+        cdef csftp.LIBSSH2_SFTP *s = self._ptr()
+        cdef c.LIBSSH2_CHANNEL *ch = csftp.libssh2_sftp_get_channel(s)
+        if ch is NULL:
+            return None
+        return PyChannel(ch, self.session, self)
+
+    def open_ex(self, path, unsigned long flags, long mode, int open_type):
+        """Open a file (``LIBSSH2_SFTP_OPENFILE``) or directory (``LIBSSH2_SFTP_OPENDIR``)."""
         cdef csftp.LIBSSH2_SFTP *s = self._ptr()
         cdef bytes b_path = to_bytes(path)
         cdef const char *c_path = b_path

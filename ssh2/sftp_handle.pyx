@@ -313,6 +313,17 @@ cdef class SFTPHandle:
                 return
             yield rc, name, attrs
 
+    def fstat_ex(self, SFTPAttributes attrs not None, int setstat):
+        """Read the open file's attributes into ``attrs`` (``setstat`` 0), or set the
+        ones ``attrs.flags`` names (``setstat`` 1). Returns 0 or EAGAIN."""
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef int rc
+        with nogil:
+            lock(self.sftp.session._lock)
+            rc = csftp.libssh2_sftp_fstat_ex(h, &attrs._attrs, setstat)
+            unlock(self.sftp.session._lock)
+        return self.sftp._rc(rc, "fstat on the remote file failed")
+
     def fstat(self):
         """The open file's :class:`SFTPAttributes` (or EAGAIN)."""
         cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()

@@ -153,3 +153,32 @@ def handle_error_codes(int errcode):
     if errcode >= 0 or errcode == c.LIBSSH2_ERROR_EAGAIN:
         return errcode
     raise _exc.error_for(errcode)
+
+
+#: How str arguments are encoded for libssh2 (and its answers decoded).
+ENCODING = "utf-8"
+
+
+def find_eol(bytes buf not None, Py_ssize_t pos):
+    """Where the line starting at ``pos`` ends: ``(length, eol_length)``.
+
+    ``length`` counts the line's bytes from ``pos`` up to its end of line
+    (``\n``, or ``\r\n`` whose ``\r`` it leaves out), ``eol_length`` is 1 or
+    2; the next line starts at ``pos + length + eol_length``. ``(-1, 0)`` when
+    no end of line follows ``pos``.
+    """
+    cdef Py_ssize_t end
+    if pos < 0 or pos > len(buf):
+        raise ValueError(f"position {pos} is outside the buffer")
+    end = buf.find(b"\n", pos)
+    if end < 0:
+        return -1, 0
+    if end > pos and buf[end - 1] == 13:  # "\r\n"
+        return end - 1 - pos, 2
+    return end - pos, 1
+
+
+def ssh2_exit():
+    """Release libssh2's global resources (only once no session is left)."""
+    c.libssh2_exit()
+

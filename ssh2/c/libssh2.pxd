@@ -20,16 +20,21 @@ cdef extern from "libssh2.h" nogil:
         pass
     ctypedef void libssh2_cb_generic()
 
+    # struct stat on this platform (only the fields used are declared)
     ctypedef struct libssh2_struct_stat:
         int st_mode
         libssh2_int64_t st_size
         long st_atime
         long st_mtime
+        long st_ctime
         unsigned int st_uid
         unsigned int st_gid
         unsigned int st_nlink
         unsigned long st_ino
         unsigned long st_dev
+        unsigned long st_rdev
+        long st_blksize
+        long st_blocks
 
     ctypedef struct LIBSSH2_USERAUTH_KBDINT_PROMPT:
         unsigned char *text
@@ -38,6 +43,13 @@ cdef extern from "libssh2.h" nogil:
     ctypedef struct LIBSSH2_USERAUTH_KBDINT_RESPONSE:
         char *text
         unsigned int length
+
+    ctypedef int (*publickey_sign_cb)(
+        LIBSSH2_SESSION *session, unsigned char **sig, size_t *sig_len,
+        const unsigned char *data, size_t data_len, void **abstract)
+    int libssh2_userauth_publickey(LIBSSH2_SESSION *session, const char *username,
+                                   const unsigned char *pubkeydata, size_t pubkeydata_len,
+                                   publickey_sign_cb sign_callback, void **abstract)
 
     ctypedef void (*kbdint_response_cb)(
         const char *name, int name_len, const char *instruction,

@@ -669,6 +669,12 @@ class BaseSSHClient(PollMixIn):
     def mkdir(self, sftp, directory: str) -> None:
         raise NotImplementedError
 
+    def sftp_put(self, sftp, local_file: str, remote_file: str) -> None:
+        raise NotImplementedError
+
+    def sftp_get(self, sftp, remote_file: str, local_file: str) -> None:
+        raise NotImplementedError
+
     def copy_file(self, local_file: str, remote_file: str, recurse: bool = False,
                   sftp=None) -> None:
         raise NotImplementedError

@@ -33,8 +33,8 @@ class Tunnel:
         self.via = via
         self.target = f"{host}:{port}"
         try:
-            channel = via._driver.eagain(via.session.direct_tcpip, host, port,
-                                         what=f"opening a tunnel to {self.target}")
+            channel = via._driver.exclusive(via.session.direct_tcpip, host, port,
+                                            what=f"opening a tunnel to {self.target}")
         except ssh2_exc.SSH2Error as err:
             raise exc.ProxyTargetError(
                 "%s:%s: jump host %s cannot connect to it: %s", host, port, via.host,

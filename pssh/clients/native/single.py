@@ -37,6 +37,13 @@ logger = logging.getLogger(__name__)
 __all__ = ["KeepAlive", "SSHClient"]
 
 
+def __getattr__(name: str):
+    if name == "THREAD_POOL":  # parallel-ssh's; nothing here runs in threads
+        from gevent import get_hub
+        return get_hub().threadpool
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 class SSHClient(TransferMixin, BaseSSHClient):
     """An SSH connection to one host; connects and logs in on creation.
 
@@ -188,8 +195,8 @@ class SSHClient(TransferMixin, BaseSSHClient):
 
     def _keepalive(self) -> None:
         if self.keepalive_seconds:
-            self._driver.start_keepalive(self.keepalive_seconds, self.keepalive_count_max or 0)
-            self._keepalive_greenlet = self._driver._keepalive
+            self._keepalive_greenlet = self._driver.start_keepalive(
+                self.keepalive_seconds, self.keepalive_count_max or 0)
 
     # -- logging in ----------------------------------------------------------------
 
@@ -261,7 +268,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
     # -- channels ----------------------------------------------------------------------
 
     def _open_session(self):
-        return self.eagain(self.session.open_session)
+        return self._driver.exclusive(self.session.open_session, what="opening a channel")
 
     def open_session(self):
         """A new session channel (agent forwarding requested on it when on);
@@ -297,7 +304,6 @@ class SSHClient(TransferMixin, BaseSSHClient):
 
     def _disconnect(self) -> None:
         """Close the session, the socket, and jump host sessions of our own (idempotent)."""
-        self._sftp_cached = None
         if self._agent is not None:
             self._agent.close()
             self._agent = None

@@ -48,12 +48,10 @@ def _part_name(path: str) -> str:
 class TransferMixin:
     """SFTP and SCP methods of the native client (uses its session, driver and ``eagain``)."""
 
-    _sftp_cached = None
-
     # -- SFTP sessions and directories ------------------------------------------------
 
     def _make_sftp_eagain(self):
-        return self.eagain(self.session.sftp_init)
+        return self._driver.exclusive(self.session.sftp_init, what="starting SFTP")
 
     def _make_sftp(self):
         """A new SFTP session on this connection; :class:`~pssh.exceptions.SFTPError` if
@@ -65,12 +63,10 @@ class TransferMixin:
                                 host=self.host, port=self.port) from err
 
     def _sftp(self, sftp=None):
-        """``sftp``, or this client's shared SFTP session (started on first use)."""
-        if sftp is not None:
-            return sftp
-        if self._sftp_cached is None:
-            self._sftp_cached = self._make_sftp()
-        return self._sftp_cached
+        """``sftp``, or a new SFTP session for one call and its recursion (as parallel-ssh:
+        concurrent copies on one client each have their own, so their requests
+        never share an SFTP session's state)."""
+        return sftp if sftp is not None else self._make_sftp()
 
     def _remote_stat(self, sftp, path: str):
         """The remote path's attributes, or None if it does not exist."""
@@ -322,9 +318,10 @@ class TransferMixin:
         with fh:
             st = os.fstat(fh.fileno())
             try:
-                chan = self.eagain(self.session.scp_send64, remote_file,
-                                   stat.S_IMODE(st.st_mode), st.st_size, int(st.st_mtime),
-                                   int(st.st_atime))
+                chan = self._driver.exclusive(self.session.scp_send64, remote_file,
+                                              stat.S_IMODE(st.st_mode), st.st_size,
+                                              int(st.st_mtime), int(st.st_atime),
+                                              what="starting an SCP upload")
             except Exception as err:
                 raise exc.SCPError("cannot open remote file %s for writing on host %s: %s",
                                    remote_file, self.host, err,
@@ -383,7 +380,8 @@ class TransferMixin:
 
     def _scp_recv(self, remote_file: str, local_file: str) -> None:
         try:
-            chan, info = self.eagain(self.session.scp_recv2, remote_file)
+            chan, info = self._driver.exclusive(self.session.scp_recv2, remote_file,
+                                                what="starting an SCP download")
         except Exception as err:
             raise exc.SCPError("error copying file %s from host %s: %s", remote_file, self.host,
                                err, host=self.host, port=self.port) from err

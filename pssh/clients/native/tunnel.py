@@ -108,8 +108,9 @@ class TunnelServer(StreamServer):
             forward_sock.sendall(data)
 
     def _open_channel(self, fw_host: str, fw_port: int, local_port: int):
-        return self.client.eagain(self.session.direct_tcpip_ex, fw_host, fw_port,
-                                  self.bind_address, local_port)
+        return self.client._driver.exclusive(self.session.direct_tcpip_ex, fw_host, fw_port,
+                                             self.bind_address, local_port,
+                                             what=f"opening a channel to {fw_host}:{fw_port}")
 
     def _open_channel_retries(self, fw_host: str, fw_port: int, local_port: int,
                               wait_time: float = 0.1):

@@ -1,5 +1,9 @@
 """``pssh.clients.ssh.parallel``: the native parallel client under parallel-ssh's other name."""
+import logging
+
 from pssh.clients.native.parallel import ParallelSSHClient as _NativeParallelSSHClient
+
+logger = logging.getLogger(__name__)
 
 
 class ParallelSSHClient(_NativeParallelSSHClient):

@@ -1,5 +1,9 @@
 """``pssh.clients.ssh.single``: the native single-host client under parallel-ssh's other name."""
+import logging
+
 from pssh.clients.native.single import SSHClient as _NativeSSHClient
+
+logger = logging.getLogger(__name__)
 
 
 class SSHClient(_NativeSSHClient):

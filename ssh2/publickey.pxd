@@ -1,0 +1,11 @@
+from ssh2.c.publickey cimport LIBSSH2_PUBLICKEY
+from ssh2.session cimport Session
+
+
+cdef class PublicKeySystem:
+    cdef LIBSSH2_PUBLICKEY *_pkey
+    cdef readonly Session session
+    cdef LIBSSH2_PUBLICKEY *_ptr(self) except NULL
+
+
+cdef PublicKeySystem PyPublicKeySystem(LIBSSH2_PUBLICKEY *pkey, Session session)
