@@ -29,6 +29,7 @@ from pssh.output import HostOutput
 from pssh.ssh_config import SSHConfig
 
 logger = logging.getLogger(__name__)
+host_logger = logging.getLogger("pssh.host_logger")
 
 
 def raise_open_file_limit(needed: int) -> None:
@@ -309,8 +310,18 @@ class BaseParallelSSHClient:
               timeout: Optional[float] = None) -> Optional[HostOutput]:
         if host_out is None or host_out.client is None:
             return host_out
+        if consume_output and host_logger.isEnabledFor(logging.INFO):
+            # Read line by line so that the host logger sees the output.
+            self._consume_output(host_out.stdout, host_out.stderr)
         host_out.client.wait_finished(host_out, timeout=timeout, consume_output=consume_output)
         return host_out
+
+    @staticmethod
+    def _consume_output(stdout: Iterable[str], stderr: Iterable[str]) -> None:
+        for _ in stdout:
+            pass
+        for _ in stderr:
+            pass
 
     def finished(self, output: Optional[List[HostOutput]] = None) -> bool:
         """Whether every command of ``output`` (default: the last run) has ended; never
