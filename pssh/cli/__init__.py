@@ -23,6 +23,7 @@ from pssh.cli.display import Display, HostResult
 from pssh.cli.hosts import HostSpec, UsageError, parse_hosts, read_hosts_file
 from pssh.clients import ParallelSSHClient
 from pssh.config import HostConfig
+from pssh.options import ConnectOptions
 from pssh.ssh_config import SSHConfig, SSHConfigError, load
 
 log = logging.getLogger("pssh.cli")
@@ -42,8 +43,8 @@ class _DisplayLogHandler(logging.Handler):
 def main(argv: Optional[List[str]] = None) -> int:
     args = options.parse(argv)
     try:
-        with _hosts(args) as (hosts, settings):
-            return _execute(args, hosts, settings)
+        with _hosts(args) as (hosts, base, config):
+            return _execute(args, hosts, _connect_options(args, base), _ssh_config(args, config))
     except UsageError as err:
         args.error(str(err))
     except KeyboardInterrupt:
@@ -52,18 +53,18 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 @contextlib.contextmanager
-def _hosts(args) -> Iterator[Tuple[List[HostSpec], dict]]:
-    """The hosts to work on and client settings: from the arguments, or embedded servers."""
+def _hosts(args) -> Iterator[Tuple[List[HostSpec], ConnectOptions, object]]:
+    """The hosts to work on, connection settings and ssh config: from the arguments, or
+    embedded servers."""
     if args.embedded is not None:
         from pssh.sshd import ServerGroup  # only the embedded mode needs the server wrapper
 
         sys.stderr.write(f"pssh: starting {args.embedded} local OpenSSH hosts "
                          f"(127.0.0.1..{args.embedded}) with a throwaway key\n")
         with ServerGroup(args.embedded) as group:
-            yield [HostSpec(h) for h in group.hosts], dict(
+            yield [HostSpec(h) for h in group.hosts], ConnectOptions(
                 port=group.port, pkey=group.keys.private(), known_hosts=group.known_hosts_file(),
-                host_key_policy="strict", allow_agent=False, identity_auth=False,
-                ssh_config=False)
+                host_key_policy="strict", allow_agent=False, identity_auth=False), False
         return
     specs: List[str] = []
     for text in args.host_specs:
@@ -73,32 +74,39 @@ def _hosts(args) -> Iterator[Tuple[List[HostSpec], dict]]:
         hosts.extend(read_hosts_file(path))
     if not hosts:
         raise UsageError("the host list is empty")
-    yield hosts, {}
+    yield hosts, ConnectOptions(), None
 
 
-def _settings(args, settings: dict) -> dict:
+# What the command line does unless told otherwise: fail fast rather than retry.
+CLI_DEFAULTS = ConnectOptions(num_retries=1, retry_delay=0.5)
+
+
+def _connect_options(args, base: ConnectOptions) -> ConnectOptions:
+    """The connection settings: the flags, over ``base`` (embedded servers), over the
+    command line's defaults."""
     if args.key is not None and not os.path.isfile(os.path.expanduser(args.key)):
         raise UsageError(f"key file {args.key} not found")
-    if args.config == "none":
-        config = False
-    else:
-        try:
-            config = SSHConfig.from_file(args.config) if args.config else load()
-        except SSHConfigError as err:
-            raise UsageError(str(err)) from None
-    merged = dict(user=args.user, port=args.port, pkey=args.key, allow_agent=args.agent,
-                  timeout=args.connect_timeout, pool_size=args.parallel,
-                  known_hosts=args.known_hosts, host_key_policy=args.host_key_policy,
-                  ssh_config=config, proxy_jump=args.jump, num_retries=1, retry_delay=0.5,
-                  forward_ssh_agent=bool(args.forward_agent))
-    merged.update({k: v for k, v in settings.items() if getattr(args, k, None) is None})
+    flags = ConnectOptions(user=args.user, port=args.port, pkey=args.key, allow_agent=args.agent,
+                           timeout=args.connect_timeout, known_hosts=args.known_hosts,
+                           host_key_policy=args.host_key_policy, proxy_jump=args.jump,
+                           forward_ssh_agent=args.forward_agent)
+    options = flags.over(base).over(CLI_DEFAULTS)
     if args.askpass:
         try:
-            merged["password"] = getpass.getpass("Password: ")
+            options.password = getpass.getpass("Password: ")
         except EOFError:
             raise UsageError("-A: no password given (end of input)") from None
-        merged["keyboard_interactive"] = True
-    return merged
+        options.keyboard_interactive = True
+    return options
+
+
+def _ssh_config(args, embedded_config):
+    if embedded_config is False or args.config == "none":
+        return False
+    try:
+        return SSHConfig.from_file(args.config) if args.config else load()
+    except SSHConfigError as err:
+        raise UsageError(str(err)) from None
 
 
 def _check_paths(args) -> None:
@@ -113,9 +121,8 @@ def _check_paths(args) -> None:
                 os.makedirs(directory, exist_ok=True)
 
 
-def _execute(args, hosts: List[HostSpec], settings: dict) -> int:
+def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> int:
     _check_paths(args)
-    settings = _settings(args, settings)
     interactive = {"auto": None, "always": True, "never": False}[args.progress]
     colour = {"auto": None, "always": True, "never": False}[args.color]
     display = Display(len(hosts), title=f"pssh {args.subcommand}", interactive=interactive,
@@ -126,7 +133,7 @@ def _execute(args, hosts: List[HostSpec], settings: dict) -> int:
                         handlers=[handler], force=True)
     client = ParallelSSHClient([h.host for h in hosts],
                                host_config=[HostConfig(user=h.user, port=h.port) for h in hosts],
-                               **settings)
+                               pool_size=args.parallel, ssh_config=config, **connect.given())
     results: List[Optional[HostResult]] = [None] * len(hosts)
     work = {"run": _run_host, "copy": _copy_host, "fetch": _fetch_host}[args.subcommand]
 

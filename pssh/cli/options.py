@@ -71,7 +71,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                       help="time to connect and log in (default 10)")
     conn.add_argument("-k", "--key", metavar="FILE", help="private key file")
     conn.add_argument("-A", "--askpass", action="store_true",
-                      help="ask for a password (not echoed) and try it")
+                      help="ask for a password (not echoed) and log in with it; with -k, "
+                           "it unlocks the key instead")
     conn.add_argument("--agent", action=argparse.BooleanOptionalAction, default=None,
                       help="use the SSH agent (default: yes unless IdentitiesOnly)")
     conn.add_argument("--forward-agent", action="store_true", default=None,
