@@ -282,31 +282,32 @@ cdef class Channel:
 
     # -- windows ----------------------------------------------------------------------
 
-    def window_read_ex(self):
-        """``(window, read_avail, window_size_initial)`` of the receive window."""
+    def window_read_ex(self, unsigned long read_avail=0, unsigned long window_size_initial=0):
+        """The receive window's size (libssh2 fills the two arguments in; as in
+        ssh2-python they are accepted and only the window is returned)."""
         cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
-        cdef unsigned long avail = 0, initial = 0, window
+        cdef unsigned long window
         with nogil:
             lock(self.session._lock)
-            window = c.libssh2_channel_window_read_ex(ch, &avail, &initial)
+            window = c.libssh2_channel_window_read_ex(ch, &read_avail, &window_size_initial)
             unlock(self.session._lock)
-        return window, avail, initial
+        return window
 
     def window_read(self):
-        return self.window_read_ex()[0]
+        return self.window_read_ex()
 
-    def window_write_ex(self):
-        """``(window, window_size_initial)`` of the send window."""
+    def window_write_ex(self, unsigned long window_size_initial=0):
+        """The send window's size (the argument as for :meth:`window_read_ex`)."""
         cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
-        cdef unsigned long initial = 0, window
+        cdef unsigned long window
         with nogil:
             lock(self.session._lock)
-            window = c.libssh2_channel_window_write_ex(ch, &initial)
+            window = c.libssh2_channel_window_write_ex(ch, &window_size_initial)
             unlock(self.session._lock)
-        return window, initial
+        return window
 
     def window_write(self):
-        return self.window_write_ex()[0]
+        return self.window_write_ex()
 
     def receive_window_adjust(self, unsigned long adjustment, bint force=False):
         """Grow the receive window; returns the new window size (or EAGAIN)."""

@@ -117,13 +117,13 @@ cdef class KnownHost:
         return rc
 
     def writeline(self, KnownHostEntry entry not None, int f_type=c.LIBSSH2_KNOWNHOST_FILE_OPENSSH,
-                  size_t buffer_len=4096):
+                  size_t buf_len=4096):
         """One entry as a known_hosts line (bytes, with newline)."""
-        cdef bytearray buf = bytearray(buffer_len)
+        cdef bytearray buf = bytearray(buf_len)
         cdef size_t out = 0
         cdef int rc
         self._valid(entry)
-        rc = c.libssh2_knownhost_writeline(self._ptr(), entry._entry, buf, buffer_len, &out, f_type)
+        rc = c.libssh2_knownhost_writeline(self._ptr(), entry._entry, buf, buf_len, &out, f_type)
         if rc < 0:
             raise _exc.KnownHostWriteLineError("could not format the known hosts entry", rc)
         return bytes(buf[:out])

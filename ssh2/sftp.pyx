@@ -156,11 +156,12 @@ cdef class SFTP:
 
         ``flags``: ``LIBSSH2_FXF_*``; ``mode``: permissions for a new file.
         """
-        return self.open_ex(filename, flags, mode, csftp.LIBSSH2_SFTP_OPENFILE)
+        return self._open(filename, len(to_bytes(filename)), flags, mode,
+                          csftp.LIBSSH2_SFTP_OPENFILE)
 
     def opendir(self, path):
         """Open a remote directory for ``readdir``: an :class:`SFTPHandle`, or EAGAIN."""
-        return self.open_ex(path, 0, 0, csftp.LIBSSH2_SFTP_OPENDIR)
+        return self._open(path, len(to_bytes(path)), 0, 0, csftp.LIBSSH2_SFTP_OPENDIR)
 
     def get_channel(self):
         """The channel the SFTP session runs on (owned by this object: not closed or
@@ -171,12 +172,18 @@ cdef class SFTP:
             return None
         return PyChannel(ch, self.session, self)
 
-    def open_ex(self, path, unsigned long flags, long mode, int open_type):
-        """Open a file (``LIBSSH2_SFTP_OPENFILE``) or directory (``LIBSSH2_SFTP_OPENDIR``)."""
+    def open_ex(self, filename, unsigned int filename_len, unsigned long flags, long mode,
+                int open_type):
+        """Open the first ``filename_len`` bytes of ``filename`` as a file
+        (``LIBSSH2_SFTP_OPENFILE``) or directory (``LIBSSH2_SFTP_OPENDIR``)."""
+        return self._open(filename, filename_len, flags, mode, open_type)
+
+    def _open(self, path, unsigned int n_path, unsigned long flags, long mode, int open_type):
         cdef csftp.LIBSSH2_SFTP *s = self._ptr()
         cdef bytes b_path = to_bytes(path)
         cdef const char *c_path = b_path
-        cdef unsigned int n_path = len(b_path)
+        if n_path > len(b_path):
+            raise ValueError(f"filename_len {n_path} is longer than the name ({len(b_path)})")
         cdef csftp.LIBSSH2_SFTP_HANDLE *handle
         with nogil:
             lock(self.session._lock)
@@ -238,17 +245,21 @@ cdef class SFTP:
     def rmdir(self, path):
         return self._path_call(1, path)
 
-    def unlink(self, path):
-        return self._path_call(2, path)
+    def unlink(self, filename):
+        return self._path_call(2, filename)
 
-    def rename_ex(self, source_filename, dest_filename, long flags):
+    def rename_ex(self, source_filename, unsigned int source_filename_len, dest_filename,
+                  unsigned int dest_filename_len, long flags):
+        """Rename (the first ``*_len`` bytes of each name) with ``LIBSSH2_SFTP_RENAME_*`` flags."""
         cdef csftp.LIBSSH2_SFTP *s = self._ptr()
         cdef bytes b_src = to_bytes(source_filename)
         cdef bytes b_dst = to_bytes(dest_filename)
         cdef const char *c_src = b_src
         cdef const char *c_dst = b_dst
-        cdef unsigned int n_src = len(b_src), n_dst = len(b_dst)
+        cdef unsigned int n_src = source_filename_len, n_dst = dest_filename_len
         cdef int rc
+        if n_src > len(b_src) or n_dst > len(b_dst):
+            raise ValueError("a name length is longer than the name")
         with nogil:
             lock(self.session._lock)
             rc = csftp.libssh2_sftp_rename_ex(s, c_src, n_src, c_dst, n_dst, flags)
@@ -257,7 +268,8 @@ cdef class SFTP:
 
     def rename(self, source_filename, dest_filename):
         """Rename (SFTP v3: fails if the destination exists; see :meth:`posix_rename`)."""
-        return self.rename_ex(source_filename, dest_filename,
+        return self.rename_ex(source_filename, len(to_bytes(source_filename)), dest_filename,
+                              len(to_bytes(dest_filename)),
                               csftp.LIBSSH2_SFTP_RENAME_OVERWRITE
                               | csftp.LIBSSH2_SFTP_RENAME_ATOMIC
                               | csftp.LIBSSH2_SFTP_RENAME_NATIVE)

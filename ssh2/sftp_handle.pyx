@@ -105,14 +105,15 @@ cdef class SFTPHandle:
         self._handle = NULL
         return self.sftp._rc(rc, "closing the SFTP handle failed")
 
-    def read(self, size_t size=READ_SIZE):
-        """Read up to ``size`` bytes: ``(size, data)``; size 0 at end of file."""
+    def read(self, size_t buffer_maxlen=READ_SIZE):
+        """Read up to ``buffer_maxlen`` bytes: ``(size, data)``; size 0 at end of file."""
         cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
         cdef PyObject *raw
         cdef char *buf
         cdef Py_ssize_t rc
+        cdef size_t size = buffer_maxlen
         if size == 0:
-            raise ValueError("size must be > 0")
+            raise ValueError("buffer_maxlen must be > 0")
         raw = bytes_alloc(NULL, size)
         if raw is NULL:
             raise MemoryError()

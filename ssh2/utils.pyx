@@ -123,21 +123,22 @@ cdef int poll_fd(int fd, int directions, long timeout_ms) noexcept nogil:
             return rc
 
 
-def version():
-    """The version of the libssh2 library in use, e.g. ``'1.11.1'``."""
-    cdef const char *v = c.libssh2_version(0)
+def version(int required_version=0):
+    """The version of the libssh2 library in use, e.g. ``'1.11.1'``; None if it is older
+    than ``required_version`` (``0x010b00`` for 1.11.0)."""
+    cdef const char *v = c.libssh2_version(required_version)
     return v.decode() if v is not NULL else None
 
 
-def wait_socket(sock, Session session, timeout=1):
-    """Wait until ``sock`` is ready in the direction ``session`` is blocked on.
+def wait_socket(_socket, Session session, timeout=1):
+    """Wait until ``_socket`` is ready in the direction ``session`` is blocked on.
 
     For non-blocking mode without an event loop: call after a call returned
     ``LIBSSH2_ERROR_EAGAIN``. ``timeout`` in seconds (``None``: no limit).
     Returns the poll() result: 0 on timeout, > 0 when ready. The GIL is
     released while waiting.
     """
-    cdef int fd = sock_fd(sock)
+    cdef int fd = sock_fd(_socket)
     cdef int directions = session.block_directions()
     cdef long timeout_ms = -1 if timeout is None else <long>(timeout * 1000)
     cdef int rc

@@ -112,7 +112,9 @@ def test_sftp_channel_open_ex_and_fstat_ex(session, tmp_path):
     path.write_bytes(b"x" * 1234)
     sftp = session.sftp_init()
     assert sftp.get_channel() is not None
-    with sftp.open_ex(str(path), LIBSSH2_FXF_READ, 0, LIBSSH2_SFTP_OPENFILE) as fh:
+    name = str(path).encode()
+    with sftp.open_ex(name + b"ignored", len(name), LIBSSH2_FXF_READ, 0,
+                      LIBSSH2_SFTP_OPENFILE) as fh:
         attrs = SFTPAttributes()
         assert fh.fstat_ex(attrs, 0) == 0
         assert attrs.filesize == 1234
