@@ -67,6 +67,19 @@ def _quiet_host_failures() -> None:
     hub._pssh_quiet = True
 
 
+def _within(items: Sequence, greenlets: List[gevent.Greenlet],
+            timeout: Optional[float]) -> tuple:
+    """Wait up to ``timeout`` for the greenlet of each item (raising the first error);
+    stop those still running. Returns the items that finished and those that did not."""
+    try:
+        done = set(gevent.joinall(greenlets, timeout=timeout, raise_error=True))
+    finally:
+        gevent.killall([g for g in greenlets if not g.ready()])
+    finished = [item for item, g in zip(items, greenlets) if g in done]
+    unfinished = [item for item, g in zip(items, greenlets) if g not in done]
+    return finished, unfinished
+
+
 class _Setting:
     """A client attribute that is a field of the client's ConnectOptions."""
 
@@ -293,15 +306,10 @@ class BaseParallelSSHClient:
         elif not isinstance(output, list):
             raise ValueError(f"output must be the list run_command returned, not "
                              f"{type(output).__name__}")
-        greenlets = [HostGreenlet.spawn(self._join, host_out, consume_output=consume_output)
-                     for host_out in output]
-        try:
-            done = gevent.joinall(greenlets, timeout=timeout, raise_error=True)
-        finally:
-            gevent.killall([g for g in greenlets if not g.ready()])
-        if len(done) < len(greenlets):
-            finished = [o for o, g in zip(output, greenlets) if g in done]
-            unfinished = [o for o, g in zip(output, greenlets) if g not in done]
+        finished, unfinished = _within(
+            output, [HostGreenlet.spawn(self._join, host_out, consume_output=consume_output)
+                     for host_out in output], timeout)
+        if unfinished:
             names = ", ".join(str(o.host) for o in unfinished[:10])
             raise exc.Timeout(f"commands still running after %s s on: {names}",
                               timeout, finished, unfinished)
@@ -401,14 +409,9 @@ class BaseParallelSSHClient:
         finished_shells, unfinished_shells)``; a later call carries on.
         """
         timeout = self.timeout if timeout is None else timeout
-        greenlets = [self.pool.spawn(shell.close) for shell in shells]
-        try:
-            done = gevent.joinall(greenlets, timeout=timeout, raise_error=True)
-        finally:
-            gevent.killall([g for g in greenlets if not g.ready()])
-        if len(done) < len(greenlets):
-            finished = [s for s, g in zip(shells, greenlets) if g in done]
-            unfinished = [s for s, g in zip(shells, greenlets) if g not in done]
+        finished, unfinished = _within(shells, [self.pool.spawn(shell.close) for shell in shells],
+                                       timeout)
+        if unfinished:
             raise exc.Timeout("shells still running after %s s", timeout, finished, unfinished)
 
     # -- file transfer ---------------------------------------------------------------
