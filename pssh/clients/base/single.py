@@ -248,6 +248,8 @@ class BaseSSHClient(PollMixIn):
         self.known_hosts = o.known_hosts
         self.host_key_policy = o.host_key_policy
         self.cert_file = resolved.cert_file
+        # ``pkey`` holds the key's bytes, as parallel-ssh's clients have it; the
+        # file's path is kept so that libssh2 can read it with its .pub (cheaper).
         self._pkey_file = o.pkey if isinstance(o.pkey, str) else None
         if self._pkey_file is not None:
             with open(self._pkey_file, "rb") as fh:
