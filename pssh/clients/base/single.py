@@ -27,7 +27,7 @@ from gevent import Timeout as GTimeout, sleep, socket
 from pssh import exceptions as exc
 from pssh.clients.common import _validate_api, _validate_pkey
 from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer, split_lines
-from pssh.driver import SessionDriver, deadline_after
+from pssh.driver import SessionDriver, deadline_after, remaining
 from pssh.options import ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
 from pssh.ssh_config import SSHConfig
@@ -262,6 +262,7 @@ class BaseSSHClient(PollMixIn):
         self._host, self._port = resolved.hostname, resolved.port
         self._readers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._keepalive_greenlet = None
+        self._start_attempt()
 
     def _init(self) -> None:
         """Connect, handshake, log in, start keepalives; on any failure release everything."""
@@ -291,8 +292,19 @@ class BaseSSHClient(PollMixIn):
             addr_info = filtered
         return addr_info
 
+    def _start_attempt(self) -> None:
+        """A new attempt to connect, handshake and log in: ``timeout`` (the connect
+        timeout) bounds it as a whole, whatever the server sends meanwhile."""
+        self._attempt_deadline = deadline_after(self.resolved.connect_timeout)
+
+    def _attempt_left(self) -> float:
+        """Seconds left of this connection attempt (at least a sliver, so a call made
+        after the deadline fails on its first wait with a clear Timeout)."""
+        return max(remaining(self._attempt_deadline), 1e-3)
+
     def _connect(self, host: str, port: int, retries: int = 1) -> None:
         """Open ``self.sock`` to ``host:port``, trying each address it resolves to."""
+        self._start_attempt()
         try:
             addr_info = self._get_addr_info(host, port)
         except socket.gaierror as err:
@@ -313,7 +325,7 @@ class BaseSSHClient(PollMixIn):
     def _connect_socket(self, family, kind, address, host: str, port: int,
                         retries: int) -> None:
         self.sock = socket.socket(family, kind)
-        self.sock.settimeout(self.resolved.connect_timeout)
+        self.sock.settimeout(self._attempt_left())
         logger.debug("connecting to %s:%s (%s)", host, port, address)
         try:
             self.sock.connect(address)
@@ -361,6 +373,8 @@ class BaseSSHClient(PollMixIn):
     # -- logging in ----------------------------------------------------------------
 
     def _auth_retry(self, retries: int = 1) -> None:
+        if retries > 1:
+            self._start_attempt()  # a new login attempt on the same connection
         try:
             self.auth()
         except (exc.Timeout, exc.ConnectionError, exc.PKeyFileError):

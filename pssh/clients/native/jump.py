@@ -29,11 +29,13 @@ log = logging.getLogger("pssh.jump")
 class Tunnel:
     """A local socket whose bytes go through a direct-tcpip channel of ``via``."""
 
-    def __init__(self, via: "SSHClient", host: str, port: int) -> None:
+    def __init__(self, via: "SSHClient", host: str, port: int,
+                 timeout: Optional[float] = None) -> None:
         self.via = via
         self.target = f"{host}:{port}"
         try:
             channel = via._driver.exclusive(via.session.direct_tcpip, host, port,
+                                            timeout=timeout,
                                             what=f"opening a tunnel to {self.target}")
         except ssh2_exc.SSH2Error as err:
             raise exc.ProxyTargetError(

@@ -108,8 +108,9 @@ class SSHClient(TransferMixin, BaseSSHClient):
             self._via = self._connect_jump_hosts()
         if self._via is None:
             return super()._connect(host, port, retries)
+        self._start_attempt()
         try:
-            self._tunnel = Tunnel(self._via, host, port)
+            self._tunnel = Tunnel(self._via, host, port, timeout=self._attempt_left())
         except exc.ProxyTargetError:
             if retries < self.num_retries:
                 sleep(self.retry_delay)
@@ -144,7 +145,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
                                 self.known_hosts)
         try:
             self._driver.eagain(self.session.handshake, self.sock,
-                                timeout=self.resolved.connect_timeout, what="SSH handshake")
+                                timeout=self._attempt_left(), what="SSH handshake")
         except Exception as err:
             if retries < self.num_retries:
                 return self._connect_init_session_retry(retries=retries + 1)
@@ -201,7 +202,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
     # -- logging in ----------------------------------------------------------------
 
     def _login(self, method, *args, what: str) -> None:
-        self._driver.eagain(method, *args, timeout=self.resolved.connect_timeout, what=what)
+        self._driver.eagain(method, *args, timeout=self._attempt_left(), what=what)
         if not self.session.userauth_authenticated():
             # A partial success: the server wants another method as well.
             raise ssh2_exc.AuthenticationError(f"{what}: the server asks for more methods")
