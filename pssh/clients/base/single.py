@@ -28,6 +28,7 @@ from pssh import exceptions as exc
 from pssh.clients.common import _validate_api, _validate_pkey
 from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer, split_lines
 from pssh.driver import SessionDriver, deadline_after, remaining
+from pssh.keys import inspect_key_file
 from pssh.options import ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
 from pssh.ssh_config import SSHConfig
@@ -252,6 +253,7 @@ class BaseSSHClient(PollMixIn):
         # file's path is kept so that libssh2 can read it with its .pub (cheaper).
         self._pkey_file = o.pkey if isinstance(o.pkey, str) else None
         if self._pkey_file is not None:
+            inspect_key_file(self._pkey_file)  # a clear error for a directory, garbage...
             with open(self._pkey_file, "rb") as fh:
                 self.pkey: Union[str, bytes, None] = fh.read()
         else:

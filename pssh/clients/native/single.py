@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
+from contextlib import contextmanager
 from typing import Optional, Union
 
 from gevent import sleep
@@ -26,6 +27,7 @@ from pssh.clients.native.agent_forwarding import AgentForwarder
 from pssh.clients.native.jump import JumpHosts, Tunnel
 from pssh.clients.native.transfer import TransferMixin
 from pssh.driver import KeepAlive
+from pssh.keys import KeyInfo, inspect_key, inspect_key_file
 from pssh.known_hosts import prefer_certificates, verify_host_key
 from pssh.ssh_config import SSHConfig
 from ssh2 import exceptions as ssh2_exc
@@ -235,7 +237,41 @@ class SSHClient(TransferMixin, BaseSSHClient):
 
     def _pkey_file_auth(self, pkey_file: str, password: Optional[str] = None) -> None:
         """Log in with a key file: its certificate first (``cert_file`` or
-        ``<key>-cert.pub``), then the key itself, with its ``.pub`` when present."""
+        ``<key>-cert.pub``), then the key itself, with its ``.pub`` when present.
+
+        :class:`~pssh.exceptions.PKeyFileError` says what is wrong with the
+        key (missing, a directory, not a key, encrypted without a passphrase,
+        a wrong passphrase) rather than libssh2's one message for all of them.
+        """
+        info = inspect_key_file(pkey_file)
+        with self._key_errors(info, f"private key file {pkey_file}", password):
+            self._pkey_file_login(pkey_file, password)
+
+    def _pkey_from_memory(self, pkey_data: bytes) -> None:
+        passphrase = self.passphrase or self.password
+        info = inspect_key(pkey_data, "the private key given in memory")
+        with self._key_errors(info, "the private key given in memory", passphrase):
+            self._sign_without_query(True)
+            self._login(self.session.userauth_publickey_frommemory, self.user, pkey_data,
+                        passphrase or "", what="key from memory")
+
+    @contextmanager
+    def _key_errors(self, info: KeyInfo, name: str, passphrase: Optional[str]):
+        """Say plainly when an encrypted key lacks its passphrase or got a wrong one."""
+        if info.encrypted and not passphrase:
+            raise exc.PKeyFileError("%s is encrypted: give its passphrase (passphrase=)", name,
+                                    host=self.host, port=self.port)
+        try:
+            yield
+        except (ssh2_exc.PublickeyUnverifiedError, ssh2_exc.FileError) as err:
+            # libssh2 could not decrypt the key to sign (or to read its public half).
+            if not info.encrypted:
+                raise
+            raise exc.PKeyFileError("%s: wrong passphrase (libssh2: %s)", name,
+                                    err.message or err, host=self.host,
+                                    port=self.port) from err
+
+    def _pkey_file_login(self, pkey_file: str, password: Optional[str]) -> None:
         self._sign_without_query(True)
         passphrase = password or ""
         cert = self.cert_file or (pkey_file + "-cert.pub"
@@ -254,11 +290,6 @@ class SSHClient(TransferMixin, BaseSSHClient):
         public = pkey_file + ".pub" if os.path.exists(pkey_file + ".pub") else None
         self._login(self.session.userauth_publickey_fromfile, self.user, pkey_file, passphrase,
                     public, what=f"key {pkey_file}")
-
-    def _pkey_from_memory(self, pkey_data: bytes) -> None:
-        self._sign_without_query(True)
-        self._login(self.session.userauth_publickey_frommemory, self.user, pkey_data,
-                    self.passphrase or self.password or "", what="key from memory")
 
     def _password_auth(self) -> None:
         if self.keyboard_interactive:

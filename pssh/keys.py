@@ -1,0 +1,89 @@
+"""What a private key file is, before libssh2 is asked to use it.
+
+libssh2 reports every key problem alike ("Wrong passphrase or
+invalid/unrecognized private key file format"), and with the key's ``.pub``
+beside it a wrong passphrase only shows at signing time ("Callback returned
+error"). Reading the key's header first (no decryption: that is libssh2's
+job, once) lets the error say which it is: missing, a directory, unreadable,
+not a key format libssh2 reads, encrypted with no passphrase given, or (after
+a failed login) a wrong passphrase.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+import struct
+from dataclasses import dataclass
+from typing import Dict, Tuple
+
+from pssh.exceptions import PKeyFileError
+
+_OPENSSH = re.compile(rb"-----BEGIN OPENSSH PRIVATE KEY-----\s*(.*?)\s*-----END OPENSSH PRIVATE KEY-----",
+                      re.S)
+_PEM = re.compile(rb"-----BEGIN ((?:RSA |EC |DSA |ENCRYPTED )?)PRIVATE KEY-----(.*?)-----END", re.S)
+_MAGIC = b"openssh-key-v1\0"
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """A private key's container: ``openssh`` or ``pem``, and whether it is encrypted."""
+
+    format: str
+    encrypted: bool
+
+
+def inspect_key(data: bytes, name: str) -> KeyInfo:
+    """The format of private key ``data``; :class:`PKeyFileError` naming ``name`` if it is
+    not one libssh2 reads."""
+    match = _OPENSSH.search(data)
+    if match is not None:
+        try:
+            blob = base64.b64decode(b"".join(match.group(1).split()), validate=True)
+            if not blob.startswith(_MAGIC):
+                raise ValueError("no openssh-key-v1 header")
+            (length,) = struct.unpack(">I", blob[len(_MAGIC):len(_MAGIC) + 4])
+            cipher = blob[len(_MAGIC) + 4:len(_MAGIC) + 4 + length]
+        except (binascii.Error, ValueError, struct.error) as err:
+            raise PKeyFileError("%s is a damaged OpenSSH private key (%s)", name, err) from None
+        return KeyInfo("openssh", cipher != b"none")
+    match = _PEM.search(data)
+    if match is not None:
+        encrypted = match.group(1) == b"ENCRYPTED " or b"Proc-Type: 4,ENCRYPTED" in match.group(2)
+        return KeyInfo("pem", encrypted)
+    if data.startswith(b"PuTTY-User-Key-File"):
+        raise PKeyFileError("%s is a PuTTY key: convert it with puttygen KEY -O "
+                            "private-openssh -o KEY.openssh", name)
+    if data.lstrip().startswith((b"ssh-", b"ecdsa-", b"sk-")):
+        raise PKeyFileError("%s is a public key; give the private key (without .pub)", name)
+    raise PKeyFileError("%s is not a private key libssh2 reads (OpenSSH or PEM format)", name)
+
+
+_cache: Dict[str, Tuple[tuple, KeyInfo]] = {}
+
+
+def inspect_key_file(path: str) -> KeyInfo:
+    """:func:`inspect_key` for a file (read once per change of the file); the error says
+    whether it is missing, a directory or unreadable."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise PKeyFileError("private key file %s does not exist", path) from None
+    except OSError as err:
+        raise PKeyFileError("private key file %s: %s", path, err.strerror) from None
+    if os.path.isdir(path):
+        raise PKeyFileError("private key file %s is a directory", path)
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    cached = _cache.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as err:
+        raise PKeyFileError("private key file %s cannot be read: %s", path,
+                            err.strerror) from None
+    info = inspect_key(data, f"private key file {path}")
+    _cache[path] = (stamp, info)
+    return info
