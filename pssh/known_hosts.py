@@ -27,9 +27,8 @@ import hmac
 import logging
 import os
 import re
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Optional, Sequence, Tuple
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from pssh.exceptions import HostKeyError, HostKeyMismatchError, UnknownHostKeyError
 from pssh.host_certificates import CERT_SUFFIX, HostCertificate, is_certificate, key_type_of
@@ -58,30 +57,36 @@ def known_hosts_name(host: str, port: int) -> str:
     return host if port == 22 else f"[{host}]:{port}"
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=4096)
 def _pattern(pattern: str) -> "re.Pattern[str]":
     regex = "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
     return re.compile(regex, re.IGNORECASE | re.DOTALL)
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One known_hosts line."""
+class Entry(NamedTuple):
+    """One known_hosts line (a tuple: a file has as many as a fleet has hosts)."""
 
     marker: Optional[str]   # None, "cert-authority" or "revoked"
     hosts: str              # patterns, or a hashed name
     key: bytes
     line: int
 
+    @property
+    def hashed(self) -> Optional[Tuple[bytes, bytes]]:
+        """``(salt, digest)`` of a hashed name (``|1|salt|digest``), else None."""
+        if not self.hosts.startswith("|1|"):
+            return None
+        try:
+            _, _, salt, digest = self.hosts.split("|")
+            return base64.b64decode(salt), base64.b64decode(digest)
+        except (ValueError, binascii.Error):
+            return None
+
     def matches(self, name: str) -> bool:
         """Whether ``name`` (``host`` or ``[host]:port``) is one of this line's hosts."""
         if self.hosts.startswith("|1|"):
-            try:
-                _, _, salt, digest = self.hosts.split("|")
-                expected = hmac.new(base64.b64decode(salt), name.encode(), hashlib.sha1).digest()
-                return hmac.compare_digest(expected, base64.b64decode(digest))
-            except (ValueError, binascii.Error):
-                return False
+            hashed = self.hashed
+            return hashed is not None and _hashed_is(hashed, name)
         matched = False
         for pattern in self.hosts.split(","):
             negated = pattern.startswith("!")
@@ -90,6 +95,65 @@ class Entry:
                     return False
                 matched = True
         return matched
+
+
+def _hashed_is(hashed: Tuple[bytes, bytes], name: str) -> bool:
+    salt, digest = hashed
+    return hmac.compare_digest(hmac.digest(salt, name.encode(), "sha1"), digest)
+
+
+class KnownHosts:
+    """The entries of one known_hosts file, indexed once per version of the file.
+
+    Plain names go in a dict; patterns are compiled once; hashed names are
+    indexed by their key, so that confirming a known host costs one HMAC
+    whatever the file's size. Only a host whose key is not there (new, or
+    changed) needs every hashed name tried, one HMAC per line: the salts are
+    per line, as OpenSSH writes them.
+    """
+
+    def __init__(self, entries: Sequence[Entry]) -> None:
+        self.entries = tuple(entries)
+        self._by_name: Dict[str, List[Entry]] = {}
+        self._patterned: List[Entry] = []
+        self._hashed: List[Tuple[Tuple[bytes, bytes], Entry]] = []
+        self._hashed_by_key: Dict[bytes, List[Tuple[Tuple[bytes, bytes], Entry]]] = {}
+        self.revoked: Dict[bytes, Entry] = {}
+        self.authorities: List[Entry] = []
+        for entry in self.entries:
+            if entry.marker == "revoked":
+                self.revoked.setdefault(entry.key, entry)
+            elif entry.marker == "cert-authority":
+                self.authorities.append(entry)
+            elif entry.hosts.startswith("|1|"):
+                hashed = entry.hashed
+                if hashed is not None:
+                    self._hashed.append((hashed, entry))
+                    self._hashed_by_key.setdefault(entry.key, []).append((hashed, entry))
+            elif any(ch in entry.hosts for ch in "*?!"):
+                self._patterned.append(entry)
+            else:
+                for name in entry.hosts.split(","):
+                    self._by_name.setdefault(name.lower(), []).append(entry)
+
+    def knows(self, name: str, key: bytes) -> bool:
+        """Whether a plain entry for ``name`` holds ``key`` (the common case, fast)."""
+        if any(e.key == key for e in self._by_name.get(name.lower(), ())):
+            return True
+        if any(_hashed_is(hashed, name) for hashed, _ in self._hashed_by_key.get(key, ())):
+            return True
+        return any(e.key == key and e.matches(name) for e in self._patterned)
+
+    def entries_for(self, name: str) -> List[Entry]:
+        """Every plain entry (not @revoked, not @cert-authority) that covers ``name``."""
+        found = list(self._by_name.get(name.lower(), ()))
+        found += [e for e in self._patterned if e.matches(name)]
+        found += [e for hashed, e in self._hashed if _hashed_is(hashed, name)]
+        return found
+
+    def authorities_for(self, name: str) -> List[Entry]:
+        """The @cert-authority entries that cover ``name``."""
+        return [e for e in self.authorities if e.matches(name)]
 
 
 def _parse(text: str, path: str) -> Tuple[Entry, ...]:
@@ -106,8 +170,9 @@ def _parse(text: str, path: str) -> Tuple[Entry, ...]:
                 raise ValueError(f"unknown marker @{marker}")
             if len(fields) < 3:
                 raise ValueError("expected hosts, key type and key")
-            key = base64.b64decode(fields[2], validate=True)
-            if key_type_of(key) != fields[1]:
+            key = binascii.a2b_base64(fields[2], strict_mode=True)
+            # The blob starts with its type name (an SSH string): it must match.
+            if key[4:4 + int.from_bytes(key[:4], "big")] != fields[1].encode():
                 raise ValueError(f"the key is not of type {fields[1]}")
         except (ValueError, binascii.Error) as err:
             log.warning("%s line %d skipped: %s", path, number, err)
@@ -116,23 +181,25 @@ def _parse(text: str, path: str) -> Tuple[Entry, ...]:
     return tuple(entries)
 
 
-_cache: dict = {}
+_cache: Dict[str, Tuple[tuple, KnownHosts]] = {}
+_EMPTY = KnownHosts(())
 
 
-def load(path: str) -> Sequence[Entry]:
-    """The entries of ``path`` (none if it does not exist); re-read only when it changes."""
+def load(path: str) -> KnownHosts:
+    """The indexed entries of ``path`` (none if it does not exist); read and indexed
+    again only when the file changes."""
     try:
         stat = os.stat(path)
     except FileNotFoundError:
-        return ()
+        return _EMPTY
     stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
     cached = _cache.get(path)
     if cached is not None and cached[0] == stamp:
         return cached[1]
     with open(path, encoding="utf-8", errors="replace") as fh:
-        entries = _parse(fh.read(), path)
-    _cache[path] = (stamp, entries)
-    return entries
+        index = KnownHosts(_parse(fh.read(), path))
+    _cache[path] = (stamp, index)
+    return index
 
 
 def _path(known_hosts: Optional[str]) -> str:
@@ -146,9 +213,7 @@ def host_key_algorithms(host: str, port: int, known_hosts: Optional[str],
     Certificates first when an ``@cert-authority`` line covers the host, as
     OpenSSH does; otherwise libssh2's order of plain algorithms.
     """
-    name = known_hosts_name(host, port)
-    if not any(e.marker == "cert-authority" and e.matches(name)
-               for e in load(_path(known_hosts))):
+    if not load(_path(known_hosts)).authorities_for(known_hosts_name(host, port)):
         return None
     plain = [a for a in supported if not a.endswith(CERT_SUFFIX)]
     return ",".join([a for a in CERT_ALGORITHMS if a in supported] + plain)
@@ -164,19 +229,19 @@ def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
         return
     path = _path(known_hosts)
     name = known_hosts_name(host, port)
-    entries = load(path)
+    index = load(path)
     presented = session.hostkey()
     key = presented[0] if isinstance(presented, tuple) and presented else None
     if not isinstance(key, bytes) or not key:
         raise HostKeyError.at(host, port, "the server presented no host key to verify")
     if is_certificate(key):
-        if _certificate_trusted(key, host, port, name, entries, path):
+        if _certificate_trusted(key, host, port, name, index, path):
             return
         key = HostCertificate.parse(key).public_key
-    _refuse_revoked(key, entries, host, port, path, "host key")
-    known = [e for e in entries if e.marker is None and e.matches(name)]
-    if any(e.key == key for e in known):
+    _refuse_revoked(key, index, host, port, path, "host key")
+    if index.knows(name, key):
         return
+    known = index.entries_for(name)
     key_type = key_type_of(key)
     if any(key_type_of(e.key) == key_type for e in known):
         raise HostKeyMismatchError.at(
@@ -195,17 +260,17 @@ def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
     log.info("%s:%d: added host key %s to %s", host, port, fingerprint(key), path)
 
 
-def _refuse_revoked(key: bytes, entries: Sequence[Entry], host: str, port: int, path: str,
+def _refuse_revoked(key: bytes, index: KnownHosts, host: str, port: int, path: str,
                     what: str) -> None:
-    for entry in entries:
-        if entry.marker == "revoked" and entry.key == key:
-            raise HostKeyMismatchError.at(
+    entry = index.revoked.get(key)
+    if entry is not None:
+        raise HostKeyMismatchError.at(
                 host, port, f"the {what} {fingerprint(key)} is marked @revoked in {path} "
                 f"(line {entry.line})")
 
 
 def _certificate_trusted(blob: bytes, host: str, port: int, name: str,
-                         entries: Sequence[Entry], path: str) -> bool:
+                         index: KnownHosts, path: str) -> bool:
     """True if a CA trusted for the host vouches for this certificate; raises if it
     is trusted but the certificate is not valid; False if no trusted CA signed it."""
     try:
@@ -213,13 +278,12 @@ def _certificate_trusted(blob: bytes, host: str, port: int, name: str,
     except ValueError as err:
         raise HostKeyMismatchError.at(
             host, port, f"the server's host certificate cannot be read: {err}") from None
-    if not any(e.marker == "cert-authority" and e.key == cert.signature_key and e.matches(name)
-               for e in entries):
+    if not any(e.key == cert.signature_key for e in index.authorities_for(name)):
         log.debug("%s:%d: host certificate by CA %s, not trusted for %s; checking its key",
                   host, port, fingerprint(cert.signature_key), name)
         return False
-    _refuse_revoked(cert.signature_key, entries, host, port, path, "certificate authority")
-    _refuse_revoked(cert.public_key, entries, host, port, path, "host key")
+    _refuse_revoked(cert.signature_key, index, host, port, path, "certificate authority")
+    _refuse_revoked(cert.public_key, index, host, port, path, "host key")
     problem = cert.problem(host)
     if problem is not None:
         raise HostKeyMismatchError.at(
