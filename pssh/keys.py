@@ -16,7 +16,7 @@ import os
 import re
 import struct
 from dataclasses import dataclass
-from typing import Dict, Tuple
+from typing import Dict, Tuple, Type
 
 from pssh.exceptions import PKeyFileError
 
@@ -34,9 +34,9 @@ class KeyInfo:
     encrypted: bool
 
 
-def inspect_key(data: bytes, name: str) -> KeyInfo:
-    """The format of private key ``data``; :class:`PKeyFileError` naming ``name`` if it is
-    not one libssh2 reads."""
+def inspect_key(data: bytes, name: str, error: Type[Exception] = PKeyFileError) -> KeyInfo:
+    """The format of private key ``data``; ``error`` naming ``name`` if it is not one
+    libssh2 reads."""
     match = _OPENSSH.search(data)
     if match is not None:
         try:
@@ -46,18 +46,18 @@ def inspect_key(data: bytes, name: str) -> KeyInfo:
             (length,) = struct.unpack(">I", blob[len(_MAGIC):len(_MAGIC) + 4])
             cipher = blob[len(_MAGIC) + 4:len(_MAGIC) + 4 + length]
         except (binascii.Error, ValueError, struct.error) as err:
-            raise PKeyFileError("%s is a damaged OpenSSH private key (%s)", name, err) from None
+            raise error("%s is a damaged OpenSSH private key (%s)" % (name, err)) from None
         return KeyInfo("openssh", cipher != b"none")
     match = _PEM.search(data)
     if match is not None:
         encrypted = match.group(1) == b"ENCRYPTED " or b"Proc-Type: 4,ENCRYPTED" in match.group(2)
         return KeyInfo("pem", encrypted)
     if data.startswith(b"PuTTY-User-Key-File"):
-        raise PKeyFileError("%s is a PuTTY key: convert it with puttygen KEY -O "
-                            "private-openssh -o KEY.openssh", name)
+        raise error("%s is a PuTTY key: convert it with puttygen KEY -O private-openssh "
+                    "-o KEY.openssh" % name)
     if data.lstrip().startswith((b"ssh-", b"ecdsa-", b"sk-")):
-        raise PKeyFileError("%s is a public key; give the private key (without .pub)", name)
-    raise PKeyFileError("%s is not a private key libssh2 reads (OpenSSH or PEM format)", name)
+        raise error("%s is a public key; give the private key (without .pub)" % name)
+    raise error("%s is not a private key libssh2 reads (OpenSSH or PEM format)" % name)
 
 
 _cache: Dict[str, Tuple[tuple, KeyInfo]] = {}

@@ -97,12 +97,15 @@ def test_host_files_ranges_and_user_port_syntax(group, tmp_path):
 
 
 def test_timeout_fails_only_the_slow_host(group, tmp_path):
+    sleeper = f"sleep 60.{os.getpid()}"
     result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), "-t", "3", "--json", "--",
-                  f'case "$SSH_CONNECTION" in *{group.hosts[0]}*) sleep 60;; esac; echo done')
+                  f'case "$SSH_CONNECTION" in *{group.hosts[0]}*) {sleeper};; esac; echo done')
     assert result.returncode == 1
     records = {r["host"]: r for r in map(json.loads, result.stdout.splitlines())}
     assert "did not finish within 3" in records[group.hosts[0]]["error"]
     assert all(records[h]["stdout"] == "done" for h in group.hosts[1:])
+    # the slow host's command was stopped, not left running
+    assert subprocess.run(["pgrep", "-f", sleeper], capture_output=True).stdout == b""
 
 
 def test_copy_and_fetch_trees(group, tmp_path):
@@ -240,3 +243,40 @@ def test_password_prompt_is_not_echoed(tmp_path):
     assert answered, text
     assert "s3cret" not in text  # not echoed
     assert f"[{group.hosts[0]}] logged in" in text, text
+
+
+def test_ctrl_c_stops_the_remote_commands(group, tmp_path):
+    """The first Ctrl-C (on script(1)'s pseudo-terminal) names the hosts still running and
+    stops their commands (sshd alone would leave them running); none is left behind."""
+    import select
+    import time
+
+    sleeper = f"sleep 321.{os.getpid()}"
+    command = [sys.executable, "-m", "pssh", "run", *hosts_arg(group), *conn(group, tmp_path),
+               "--progress", "never", "--", f"echo started; {sleeper}; echo never"]
+    proc = subprocess.Popen(["script", "-qec", subprocess.list2cmdline(command), "/dev/null"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env=dict(ENV, TERM="xterm"))
+    screen, interrupted = b"", False
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if select.select([proc.stdout], [], [], 0.5)[0]:
+            chunk = os.read(proc.stdout.fileno(), 4096)
+            if not chunk:
+                break
+            screen += chunk
+        if not interrupted and screen.count(b"started") == len(group.hosts):
+            proc.stdin.write(b"\x03")  # Ctrl-C, as typed
+            proc.stdin.flush()
+            interrupted = True
+    proc.wait(timeout=30)
+    text = screen.decode(errors="replace")
+    assert interrupted, text
+    assert f"stopping the command on {len(group.hosts)} host(s) still running" in text, text
+    assert all(host in text for host in group.hosts) and "never" not in text
+    for _ in range(20):  # the remote processes are gone (the servers run on this machine)
+        left = subprocess.run(["pgrep", "-f", sleeper], capture_output=True, text=True).stdout
+        if not left:
+            break
+        time.sleep(0.1)
+    assert left == ""

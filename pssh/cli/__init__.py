@@ -7,13 +7,15 @@ soon as that host is up, whatever the other hosts do.
 from __future__ import annotations
 
 import contextlib
+import functools
 import getpass
 import logging
 import os
 import posixpath
+import signal
 import sys
 import time
-from typing import Iterator, List, Optional, Tuple
+from typing import Dict, Iterator, List, Optional, Tuple
 
 import gevent
 
@@ -24,6 +26,7 @@ from pssh.cli.hosts import HostSpec, UsageError, parse_hosts, read_hosts_file
 from pssh.clients import ParallelSSHClient
 from pssh.config import HostConfig
 from pssh.options import ConnectOptions
+from pssh.output import HostOutput
 from pssh.ssh_config import SSHConfig, SSHConfigError, load
 
 log = logging.getLogger("pssh.cli")
@@ -135,7 +138,9 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
                                host_config=[HostConfig(user=h.user, port=h.port) for h in hosts],
                                pool_size=args.parallel, ssh_config=config, **connect.given())
     results: List[Optional[HostResult]] = [None] * len(hosts)
-    work = {"run": _run_host, "copy": _copy_host, "fetch": _fetch_host}[args.subcommand]
+    running: Dict[int, HostOutput] = {}  # commands started and not yet finished, by host
+    work = {"run": functools.partial(_run_host, running=running), "copy": _copy_host,
+            "fetch": _fetch_host}[args.subcommand]
 
     def task(index: int) -> None:
         result = HostResult(hosts[index].host)
@@ -147,11 +152,11 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
         try:
             with timeout:
                 work(args, client, index, result, display)
-        except exc.PSSHError as err:
-            result.error = err.reason
-            client.disconnect_host(index)  # its session may be half-way through a call
-        except (OSError, ValueError) as err:
-            result.error = str(err)
+        except (exc.PSSHError, OSError, ValueError) as err:
+            result.error = err.reason if isinstance(err, exc.PSSHError) else str(err)
+            unfinished = running.pop(index, None)
+            if unfinished is not None:  # e.g. -t ran out: stop what it started
+                client.cancel([unfinished], timeout=5)
             client.disconnect_host(index)  # its session may be half-way through a call
         result.duration = time.monotonic() - started
         results[index] = result
@@ -161,19 +166,62 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
         elif getattr(args, "inline", False):
             display.block(result, display.done)
 
+    tasks = [client.pool.spawn(task, i) for i in range(len(hosts))]
+    interrupted = _Interrupt(lambda: _stop(client, hosts, running, tasks))
     try:
-        with display:
-            gevent.joinall([client.pool.spawn(task, i) for i in range(len(hosts))])
+        with display, interrupted:
+            gevent.joinall(tasks)
     finally:
+        gevent.killall(tasks, block=False)
         client.close()
+    if interrupted.count:
+        raise KeyboardInterrupt
     display.summary(results)
     return options.EXIT_OK if all(r.ok for r in results) else options.EXIT_HOSTS_FAILED
 
 
+class _Interrupt:
+    """Ctrl-C while hosts run, taken by the event loop (never mid-call in some greenlet):
+    the first runs ``on_first`` in a greenlet of its own, the second exits at once."""
+
+    def __init__(self, on_first) -> None:
+        self.on_first = on_first
+        self.count = 0
+        self._handler = None
+
+    def __enter__(self) -> "_Interrupt":
+        self._handler = gevent.signal_handler(signal.SIGINT, self._interrupted)
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._handler.cancel()
+
+    def _interrupted(self) -> None:
+        self.count += 1
+        if self.count == 1:
+            gevent.spawn(self.on_first)
+        else:  # the main greenlet stops waiting: exit now
+            gevent.get_hub().parent.throw(KeyboardInterrupt)
+
+
+def _stop(client: ParallelSSHClient, hosts: List[HostSpec], running: Dict[int, HostOutput],
+          tasks: List[gevent.Greenlet]) -> None:
+    """First Ctrl-C: say who is still running, stop their commands, end the run."""
+    names = [hosts[i].host for i in sorted(running)]
+    if names:
+        shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more"
+                                         if len(names) > 20 else "")
+        sys.stderr.write(f"pssh: interrupted: stopping the command on {len(names)} host(s) "
+                         f"still running: {shown} (Ctrl-C again to exit at once)\n")
+        client.cancel(list(running.values()), timeout=10)
+    gevent.killall(tasks, block=False)
+
+
 def _run_host(args, client: ParallelSSHClient, index: int, result: HostResult,
-              display: Display) -> None:
+              display: Display, running: Dict[int, HostOutput]) -> None:
     ssh = client.host_client(index)
-    output = ssh.run_command(args.command, sudo=args.sudo)
+    output = ssh.run_command(args.command, sudo=args.sudo, cancellable=True)
+    running[index] = output
     collect = args.json or args.inline
     files = [open(os.path.join(d, result.host), "w", encoding="utf-8") if d else None
              for d in (args.outdir, args.errdir)]
@@ -196,6 +244,7 @@ def _run_host(args, client: ParallelSSHClient, index: int, result: HostResult,
         for sink in files:
             if sink is not None:
                 sink.close()
+    running.pop(index, None)
     result.exit_code = output.exit_code
     if result.exit_code is None:
         signal = output.exit_signal

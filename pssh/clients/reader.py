@@ -21,7 +21,7 @@ from typing import Iterator, Optional
 from gevent.event import Event
 
 from pssh import exceptions as exc
-from pssh.driver import SessionDriver, deadline_after, remaining
+from pssh.driver import UNSET, SessionDriver, deadline_after, remaining
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
@@ -127,6 +127,8 @@ class ChannelReader:
         self.exit_code: Optional[int] = None
         self.exit_signal: Optional[str] = None
         self.closed = False
+        #: The environment marker of a cancellable command (see pssh.cancel).
+        self.marker: Optional[str] = None
         #: Close the channel as soon as both streams end. A relay, which may
         #: still send after the far end's EOF, turns this off and closes it
         #: itself (nothing may follow our close: sshd drops the connection).
@@ -212,30 +214,35 @@ class ChannelReader:
                 buffer.read()
         self.finish()
 
-    def finish(self) -> None:
-        """Close the channel, wait for the server's close, keep the exit status (idempotent)."""
+    def finish(self, timeout=UNSET) -> None:
+        """Close the channel, wait for the server's close, keep the exit status (idempotent).
+
+        A server that does not answer within ``timeout`` (the driver's by
+        default) leaves the channel given up here: no exit status.
+        """
         if self.closed:
             return
         self.closed = True
         try:
             # libssh2's close also waits for the server's close (wait_closed
             # would refuse a channel closed before the command's EOF).
-            self.driver.eagain(self.channel.close, what="closing the channel")
+            self.driver.eagain(self.channel.close, timeout=timeout, what="closing the channel")
         finally:
             for buffer in self._buffers:
                 buffer.eof.set()
-        self.exit_code = self.channel.get_exit_status()
         signal = self.channel.get_exit_signal()[1]
         self.exit_signal = signal.decode() if signal else None
+        # A command killed by a signal has no exit status (libssh2 would say 0).
+        self.exit_code = None if self.exit_signal else self.channel.get_exit_status()
 
-    def close(self) -> None:
+    def close(self, timeout=UNSET) -> None:
         """Stop the command's output here: keep what was read, close the channel."""
         for stream in (0, 1):
             try:
                 self._read_some(stream)
             except ssh2_exc.SSH2Error as err:
                 log.debug("%s: reading before close: %s", self.driver.host, err)
-        self.finish()
+        self.finish(timeout)
 
     # -- writing -----------------------------------------------------------------
 

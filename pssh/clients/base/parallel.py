@@ -247,12 +247,14 @@ class BaseParallelSSHClient:
     def _run_command(self, host_i: int, host: str, command: str, sudo: bool = False,
                      user: Optional[str] = None, shell: Optional[str] = None,
                      use_pty: bool = False, encoding: str = "utf-8",
-                     read_timeout: Optional[float] = None, errors: str = "replace") -> HostOutput:
+                     read_timeout: Optional[float] = None, errors: str = "replace",
+                     cancellable: bool = False) -> HostOutput:
         try:
             client = self._get_ssh_client(host_i, host)
             return client.run_command(command, sudo=sudo, user=user, shell=shell,
                                       use_pty=use_pty, encoding=encoding,
-                                      read_timeout=read_timeout, errors=errors)
+                                      read_timeout=read_timeout, errors=errors,
+                                      cancellable=cancellable)
         except (GTimeout, Exception) as err:
             logger.error("failed to run on host %s: %s", host, err)
             raise
@@ -330,6 +332,27 @@ class BaseParallelSSHClient:
             pass
         for _ in stderr:
             pass
+
+    def cancel(self, output: Optional[List[HostOutput]] = None, signal: str = "TERM",
+               timeout: Optional[float] = 10) -> List[HostOutput]:
+        """Stop every command of ``output`` (default: the last run) still running, on all
+        hosts at once (see :meth:`SSHClient.cancel`); returns their outputs.
+
+        Commands stop for sure when started ``cancellable=True`` or with a pty.
+        ``timeout`` bounds the whole; a host that fails to answer is logged.
+        """
+        if output is None:
+            output = self.get_last_output() or []
+        running = [o for o in output if o.client is not None
+                   and not o.client.finished(o.channel)]
+        greenlets = [HostGreenlet.spawn(o.client.cancel, o, signal, timeout) for o in running]
+        gevent.joinall(greenlets, timeout=timeout)
+        for host_out, greenlet in zip(running, greenlets):
+            if not greenlet.successful():
+                logger.warning("%s: cancelling failed: %s", host_out.host,
+                               greenlet.exception or "no answer in time")
+        gevent.killall([g for g in greenlets if not g.ready()], block=False)
+        return running
 
     def finished(self, output: Optional[List[HostOutput]] = None) -> bool:
         """Whether every command of ``output`` (default: the last run) has ended; never

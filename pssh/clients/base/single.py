@@ -25,6 +25,7 @@ from typing import Iterable, Iterator, List, Optional, Union
 from gevent import Timeout as GTimeout, sleep, socket
 
 from pssh import exceptions as exc
+from pssh.cancel import kill_script, new_marker, with_marker
 from pssh.clients.common import _validate_api, _validate_pkey
 from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer, split_lines
 from pssh.driver import SessionDriver, deadline_after, remaining
@@ -515,24 +516,65 @@ class BaseSSHClient(PollMixIn):
     def run_command(self, command: str, sudo: bool = False, user: Optional[str] = None,
                     use_pty: bool = False, shell: Optional[str] = None,
                     encoding: str = "utf-8", timeout: Optional[float] = None,
-                    read_timeout: Optional[float] = None,
-                    errors: str = "replace") -> HostOutput:
+                    read_timeout: Optional[float] = None, errors: str = "replace",
+                    cancellable: bool = False) -> HostOutput:
         """Start ``command``; its output streams from the :class:`~pssh.output.HostOutput`.
 
         The command is sent encoded with ``encoding``, which also decodes its
         output (``errors``: how undecodable bytes are decoded). Opening the
         channel and starting the command are bounded by the client's
         ``timeout``. ``read_timeout`` bounds each iteration of stdout/stderr
-        as a whole (``timeout`` here is its older name).
+        as a whole (``timeout`` here is its older name). ``cancellable``
+        (ours): :meth:`cancel` can stop it even without a pty (see
+        :mod:`pssh.cancel`; it prefixes the command with an ``export``).
         """
+        marker = new_marker() if cancellable else None
+        if marker is not None:
+            command = with_marker(command, marker)
         wrapped = self._wrap_command(command, sudo, user, shell).encode(encoding)
         with GTimeout(self.timeout or None,
                       exc.Timeout("%s:%s: starting the command took over %s s", self.host,
                                   self.port, self.timeout, host=self.host, port=self.port)):
             channel = self._execute(wrapped, use_pty=use_pty)
         logger.debug("%s: started %r", self.host, wrapped)
-        return self._make_host_output(channel, encoding, read_timeout or timeout,
-                                      fully_qualified_command=wrapped, errors=errors)
+        host_out = self._make_host_output(channel, encoding, read_timeout or timeout,
+                                          fully_qualified_command=wrapped, errors=errors)
+        host_out.buffers.stdout.reader.marker = marker
+        return host_out
+
+    def cancel(self, host_output: HostOutput, signal: str = "TERM",
+               timeout: Optional[float] = 10) -> bool:
+        """Stop the command of ``host_output`` if it is still running; True if it was.
+
+        Sends it ``signal`` (a "signal" request; servers may refuse it), then
+        for a ``cancellable`` command signals every process that carries its
+        marker, then closes its channel (which hangs up a command with a pty).
+        Output read so far stays readable. ``timeout`` bounds the whole. A
+        command with neither marker nor pty, on a server that refuses the
+        signal, keeps running (as with ssh); its channel is given up here.
+        """
+        reader = self._reader_of(host_output.channel)
+        if reader is None or reader.closed:
+            return False
+        deadline = deadline_after(timeout)
+        with GTimeout(timeout, exc.Timeout("%s:%s: cancelling took over %s s", self.host,
+                                           self.port, timeout, host=self.host, port=self.port)):
+            try:
+                self.eagain(host_output.channel.signal, signal)
+            except ssh2_exc.SSH2Error as err:
+                logger.debug("%s: signal request failed: %s", self.host, err)
+            if reader.marker is not None:
+                killer = self.run_command(kill_script(reader.marker, signal))
+                self.wait_finished(killer, consume_output=True)
+            try:
+                # sshd answers the close once the command has ended: give it a moment.
+                reader.close(timeout=min(2.0, remaining(deadline) or 2.0))
+            except exc.Timeout:
+                logger.warning("%s: the command is still running (no pty, and the server "
+                               "ignored the signal); its channel is given up", self.host)
+                return True
+        logger.info("%s: command cancelled", self.host)
+        return True
 
     def execute(self, cmd: str, use_pty: bool = False, channel=None):
         """Deprecated: use :meth:`run_command`. Starts ``cmd``; returns its channel."""

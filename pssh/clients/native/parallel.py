@@ -67,7 +67,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
                     stop_on_errors: bool = True, use_pty: bool = False,
                     host_args: Optional[Sequence] = None, shell: Optional[str] = None,
                     encoding: str = "utf-8", read_timeout: Optional[float] = None,
-                    errors: str = "replace") -> List[HostOutput]:
+                    errors: str = "replace", cancellable: bool = False) -> List[HostOutput]:
         """Start ``command`` on every host; one :class:`~pssh.output.HostOutput` per host,
         in host order, returned once every command has started.
 
@@ -79,12 +79,13 @@ class ParallelSSHClient(BaseParallelSSHClient):
         command and decodes its output (``errors``: how bad bytes decode).
         ``read_timeout`` bounds each iteration of a host's stdout/stderr.
         With ``stop_on_errors`` a host's failure is raised; otherwise it is in
-        that host's ``exception``.
+        that host's ``exception``. ``cancellable``: :meth:`cancel` can stop the
+        commands even without a pty.
         """
         return super().run_command(command, user=user, stop_on_errors=stop_on_errors,
                                     host_args=host_args, use_pty=use_pty, shell=shell,
                                     encoding=encoding, sudo=sudo, read_timeout=read_timeout,
-                                    errors=errors)
+                                    errors=errors, cancellable=cancellable)
 
     def _make_ssh_client(self, host: str, options: ConnectOptions) -> SSHClient:
         return SSHClient(host, ssh_config=self._ssh_config or False, _jump_hosts=self._jumps,

@@ -248,28 +248,30 @@ class SSHClient(TransferMixin, BaseSSHClient):
             self._pkey_file_login(pkey_file, password)
 
     def _pkey_from_memory(self, pkey_data: bytes) -> None:
+        # Key data is not a file: its problems are failed logins (retried and
+        # reported as AuthenticationError, as parallel-ssh does), said plainly.
         passphrase = self.passphrase or self.password
-        info = inspect_key(pkey_data, "the private key given in memory")
-        with self._key_errors(info, "the private key given in memory", passphrase):
+        name = "the private key given in memory"
+        info = inspect_key(pkey_data, name, error=ssh2_exc.AuthenticationError)
+        with self._key_errors(info, name, passphrase, error=ssh2_exc.AuthenticationError):
             self._sign_without_query(True)
             self._login(self.session.userauth_publickey_frommemory, self.user, pkey_data,
                         passphrase or "", what="key from memory")
 
     @contextmanager
-    def _key_errors(self, info: KeyInfo, name: str, passphrase: Optional[str]):
+    def _key_errors(self, info: KeyInfo, name: str, passphrase: Optional[str],
+                    error=exc.PKeyFileError):
         """Say plainly when an encrypted key lacks its passphrase or got a wrong one."""
         if info.encrypted and not passphrase:
-            raise exc.PKeyFileError("%s is encrypted: give its passphrase (passphrase=)", name,
-                                    host=self.host, port=self.port)
+            raise error("%s is encrypted: give its passphrase (passphrase=)" % name)
         try:
             yield
         except (ssh2_exc.PublickeyUnverifiedError, ssh2_exc.FileError) as err:
             # libssh2 could not decrypt the key to sign (or to read its public half).
             if not info.encrypted:
                 raise
-            raise exc.PKeyFileError("%s: wrong passphrase (libssh2: %s)", name,
-                                    err.message or err, host=self.host,
-                                    port=self.port) from err
+            raise error("%s: wrong passphrase (libssh2: %s)"
+                        % (name, err.message or err)) from err
 
     def _pkey_file_login(self, pkey_file: str, password: Optional[str]) -> None:
         self._sign_without_query(True)

@@ -1,0 +1,40 @@
+"""Stopping remote commands that were started without a pty.
+
+Without a pty, sshd leaves a command running when its channel closes, and
+it refuses "signal" requests for some sessions (root logins here). A command
+started *cancellable* carries a marker in its environment
+(``LC_PSSH_RUN=<id>``, set by the command line itself, so no server setting
+is needed); cancelling sends the signal request, then runs
+:func:`kill_script` on a channel of its own, which signals every process of
+the user's whose environment holds the marker (Linux ``/proc``, GNU grep),
+then closes the command's channel. With a pty, closing the channel alone
+makes sshd hang the command up.
+"""
+from __future__ import annotations
+
+import secrets
+import shlex
+
+MARKER = "LC_PSSH_RUN"  # LC_*: the variables sshd passes on by default, should one be sent
+
+
+def new_marker() -> str:
+    return secrets.token_hex(8)
+
+
+def with_marker(command: str, marker: str) -> str:
+    """``command`` run with ``LC_PSSH_RUN=<marker>`` in its environment and its children's.
+
+    The login shell execs a new ``$SHELL`` for the command: /proc shows the
+    environment a process was started with, so the marker must be there
+    before the shell that runs the command starts.
+    """
+    return f"export {MARKER}={marker}; exec \"$SHELL\" -c {shlex.quote(command)}"
+
+
+def kill_script(marker: str, signal: str = "TERM") -> str:
+    """A POSIX shell command that sends ``signal`` to the processes carrying ``marker``."""
+    entry = shlex.quote(f"{MARKER}={marker}")
+    return (f"for f in $(grep -lzxF {entry} /proc/[0-9]*/environ 2>/dev/null); do "
+            f"p=${{f#/proc/}}; kill -{shlex.quote(signal)} \"${{p%/environ}}\" 2>/dev/null; "
+            f"done; true")

@@ -1,0 +1,65 @@
+"""client.cancel(): remote commands stopped, on hosts that run them for real."""
+import os
+import subprocess
+import time
+
+import gevent
+import pytest
+
+from pssh.clients import ParallelSSHClient
+from pssh.sshd import ServerGroup
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(2, first_address=155) as g:
+        yield g
+
+
+@pytest.fixture
+def client(group, tmp_path):
+    return ParallelSSHClient(group.hosts, port=group.port, pkey=group.keys.private(),
+                             allow_agent=False, identity_auth=False,
+                             known_hosts=str(tmp_path / "kh"), timeout=10)
+
+
+def left(pattern):
+    """Processes still running whose command line has ``pattern`` (after a short grace)."""
+    for _ in range(20):
+        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+        if not found:
+            return ""
+        time.sleep(0.1)
+    return found
+
+
+def test_cancellable_commands_stop_without_a_pty(client, group):
+    sleeper = f"sleep 331.{os.getpid()}"
+    output = client.run_command(f"echo started; {sleeper}; echo never", cancellable=True)
+    assert [next(o.stdout) for o in output] == ["started", "started"]
+    stopped = client.cancel()
+    assert [o.host for o in stopped] == group.hosts
+    assert left(sleeper) == ""
+    for host_out in output:
+        assert list(host_out.stdout) == []  # "never" was never printed
+        assert host_out.exit_signal == "TERM" and host_out.exit_code is None
+    assert client.cancel(output) == []  # nothing left to stop
+
+
+def test_pty_commands_stop_when_their_channel_closes(client):
+    sleeper = f"sleep 332.{os.getpid()}"
+    output = client.run_command(sleeper, use_pty=True)
+    gevent.sleep(0.3)
+    assert len(client.cancel(output)) == 2
+    assert left(sleeper) == ""
+
+
+def test_without_marker_or_pty_the_channel_still_closes(client):
+    # The server ignores the signal request for this (root) login: the process
+    # stays, as with ssh; the client side is released all the same.
+    sleeper = f"sleep 333.{os.getpid()}"
+    output = client.run_command(f"echo hi; {sleeper}")
+    assert [next(o.stdout) for o in output] == ["hi", "hi"]
+    assert len(client.cancel(output)) == 2
+    assert client.finished(output)
+    subprocess.run(["pkill", "-f", sleeper])
