@@ -212,65 +212,59 @@ def test_embedded_hosts(tmp_path):
     assert all(r["stdout"] == "up" for r in records)
 
 
-def test_password_prompt_is_not_echoed(tmp_path):
-    """-A asks on the terminal (script(1)'s pseudo-terminal) and logs in with the answer."""
+def on_terminal(command, env, answer, timeout=60):
+    """Run ``command`` under script(1)'s pseudo-terminal. ``answer(screen)`` returns what
+    to type once the screen calls for it (then it is not asked again), or None.
+    Returns the screen and whether anything was typed."""
     import select
     import time
 
-    with ServerGroup(1, first_address=86, password="s3cret pw") as group:
-        command = [sys.executable, "-m", "pssh", "run", "-H", group.hosts[0], "--port",
-                   str(group.port), "-A", "--no-agent", "-F", "none", "--known-hosts",
-                   str(tmp_path / "kh"), "--progress", "never", "--", "echo logged in"]
-        proc = subprocess.Popen(
-            ["script", "-qec", subprocess.list2cmdline(command), "/dev/null"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            env=dict(ENV, TERM="xterm", HOME=str(tmp_path)))
-        screen, answered = b"", False
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if select.select([proc.stdout], [], [], 0.5)[0]:
-                chunk = os.read(proc.stdout.fileno(), 4096)
-                if not chunk:
-                    break
-                screen += chunk
-            if not answered and b"Password:" in screen:
-                proc.stdin.write(b"s3cret pw\n")  # typed only once asked, as a person would
-                proc.stdin.flush()
-                answered = True
-        proc.kill()
-        proc.wait()
-    text = screen.decode(errors="replace")
-    assert answered, text
-    assert "s3cret" not in text  # not echoed
-    assert f"[{group.hosts[0]}] logged in" in text, text
-
-
-def test_ctrl_c_stops_the_remote_commands(group, tmp_path):
-    """The first Ctrl-C (on script(1)'s pseudo-terminal) names the hosts still running and
-    stops their commands (sshd alone would leave them running); none is left behind."""
-    import select
-    import time
-
-    sleeper = f"sleep 321.{os.getpid()}"
-    command = [sys.executable, "-m", "pssh", "run", *hosts_arg(group), *conn(group, tmp_path),
-               "--progress", "never", "--", f"echo started; {sleeper}; echo never"]
     proc = subprocess.Popen(["script", "-qec", subprocess.list2cmdline(command), "/dev/null"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=dict(ENV, TERM="xterm"))
-    screen, interrupted = b"", False
-    deadline = time.monotonic() + 60
+                            stderr=subprocess.STDOUT, env=env)
+    screen, typed = b"", False
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if select.select([proc.stdout], [], [], 0.5)[0]:
             chunk = os.read(proc.stdout.fileno(), 4096)
             if not chunk:
                 break
             screen += chunk
-        if not interrupted and screen.count(b"started") == len(group.hosts):
-            proc.stdin.write(b"\x03")  # Ctrl-C, as typed
+        keys = None if typed else answer(screen)
+        if keys is not None:
+            proc.stdin.write(keys)  # typed only once called for, as a person would
             proc.stdin.flush()
-            interrupted = True
-    proc.wait(timeout=30)
-    text = screen.decode(errors="replace")
+            typed = True
+    proc.kill()
+    proc.wait()
+    return screen.decode(errors="replace"), typed
+
+
+def test_password_prompt_is_not_echoed(tmp_path):
+    """-A asks on the terminal and logs in with the answer."""
+    with ServerGroup(1, first_address=86, password="s3cret pw") as group:
+        command = [sys.executable, "-m", "pssh", "run", "-H", group.hosts[0], "--port",
+                   str(group.port), "-A", "--no-agent", "-F", "none", "--known-hosts",
+                   str(tmp_path / "kh"), "--progress", "never", "--", "echo logged in"]
+        text, answered = on_terminal(command, dict(ENV, TERM="xterm", HOME=str(tmp_path)),
+                                     lambda screen: b"s3cret pw\n" if b"Password:" in screen
+                                     else None)
+    assert answered, text
+    assert "s3cret" not in text  # not echoed
+    assert f"[{group.hosts[0]}] logged in" in text, text
+
+
+def test_ctrl_c_stops_the_remote_commands(group, tmp_path):
+    """The first Ctrl-C (typed on the terminal) names the hosts still running and stops
+    their commands (sshd alone would leave them running); none is left behind."""
+    import time
+
+    sleeper = f"sleep 321.{os.getpid()}"
+    command = [sys.executable, "-m", "pssh", "run", *hosts_arg(group), *conn(group, tmp_path),
+               "--progress", "never", "--", f"echo started; {sleeper}; echo never"]
+    text, interrupted = on_terminal(
+        command, dict(ENV, TERM="xterm"),
+        lambda screen: b"\x03" if screen.count(b"started") == len(group.hosts) else None)
     assert interrupted, text
     assert f"stopping the command on {len(group.hosts)} host(s) still running" in text, text
     assert all(host in text for host in group.hosts) and "never" not in text
