@@ -449,6 +449,19 @@ class BaseParallelSSHClient:
             raise exc.HostArgumentError("%s copy arguments for %s hosts", len(copy_args),
                                         len(self.hosts)) from None
 
+    def _fetch_pairs(self, copy_args: Optional[Sequence[dict]], remote_file: str,
+                     local_file: str, suffix_separator: str) -> List[tuple]:
+        """(remote, local) for each host: ``copy_args``-formatted, else the local
+        path suffixed with the host name so that hosts do not overwrite each other."""
+        if copy_args:
+            return self._per_host(copy_args, remote_file, local_file)
+        return [(remote_file, suffix_separator.join([local_file, host])) for host in self.hosts]
+
+    def _spawn_pairs(self, per_host, pairs: Sequence[tuple], **kwargs) -> List[gevent.Greenlet]:
+        """One greenlet per host running ``per_host(host_i, host, *that host's pair, **kwargs)``."""
+        return [self.pool.spawn(per_host, i, host, *pair, **kwargs)
+                for i, (host, pair) in enumerate(zip(self.hosts, pairs))]
+
     def copy_file(self, local_file: str, remote_file: str, recurse: bool = False,
                   copy_args: Optional[Sequence[dict]] = None) -> List[gevent.Greenlet]:
         """Copy a local file (or with ``recurse``, a tree) to every host over SFTP.
@@ -458,9 +471,9 @@ class BaseParallelSSHClient:
         formats ``%(name)s`` fields in both paths. Missing remote directories
         are created.
         """
-        return [self.pool.spawn(self._copy_file, i, host, local, remote, recurse=recurse)
-                for i, (host, (local, remote)) in enumerate(
-                    zip(self.hosts, self._per_host(copy_args, local_file, remote_file)))]
+        return self._spawn_pairs(self._copy_file,
+                                 self._per_host(copy_args, local_file, remote_file),
+                                 recurse=recurse)
 
     def _copy_file(self, host_i: int, host: str, local_file: str, remote_file: str,
                    recurse: bool = False) -> None:
@@ -472,14 +485,9 @@ class BaseParallelSSHClient:
                          encoding: str = "utf-8") -> List[gevent.Greenlet]:
         """Copy a remote file (or tree) from every host to ``<local_file><sep><host>``
         (or, with ``copy_args``, to each host's formatted ``local_file``)."""
-        if copy_args:
-            pairs = self._per_host(copy_args, remote_file, local_file)
-        else:
-            pairs = [(remote_file, suffix_separator.join([local_file, host]))
-                     for host in self.hosts]
-        return [self.pool.spawn(self._copy_remote_file, i, host, remote, local,
-                                recurse=recurse, encoding=encoding)
-                for i, (host, (remote, local)) in enumerate(zip(self.hosts, pairs))]
+        pairs = self._fetch_pairs(copy_args, remote_file, local_file, suffix_separator)
+        return self._spawn_pairs(self._copy_remote_file, pairs, recurse=recurse,
+                                 encoding=encoding)
 
     def _copy_remote_file(self, host_i: int, host: str, remote_file: str, local_file: str,
                           recurse: bool = False, **kwargs) -> None:

@@ -97,9 +97,9 @@ class ParallelSSHClient(BaseParallelSSHClient):
                  copy_args: Optional[Sequence[dict]] = None) -> List[gevent.Greenlet]:
         """Copy a local file (or tree) to every host over SCP; greenlets as for
         :meth:`copy_file`. Remote directories are created over SFTP (SCP cannot)."""
-        return [self.pool.spawn(self._scp_send, i, host, local, remote, recurse=recurse)
-                for i, (host, (local, remote)) in enumerate(
-                    zip(self.hosts, self._per_host(copy_args, local_file, remote_file)))]
+        return self._spawn_pairs(self._scp_send,
+                                 self._per_host(copy_args, local_file, remote_file),
+                                 recurse=recurse)
 
     def _scp_send(self, host_i: int, host: str, local_file: str, remote_file: str,
                   recurse: bool = False) -> None:
@@ -111,13 +111,8 @@ class ParallelSSHClient(BaseParallelSSHClient):
                  suffix_separator: str = "_") -> List[gevent.Greenlet]:
         """Copy a remote file (or tree) from every host over SCP to
         ``<local_file><sep><host>`` (or each host's ``copy_args`` paths)."""
-        if copy_args:
-            pairs = self._per_host(copy_args, remote_file, local_file)
-        else:
-            pairs = [(remote_file, suffix_separator.join([local_file, host]))
-                     for host in self.hosts]
-        return [self.pool.spawn(self._scp_recv, i, host, remote, local, recurse=recurse)
-                for i, (host, (remote, local)) in enumerate(zip(self.hosts, pairs))]
+        pairs = self._fetch_pairs(copy_args, remote_file, local_file, suffix_separator)
+        return self._spawn_pairs(self._scp_recv, pairs, recurse=recurse)
 
     def _scp_recv(self, host_i: int, host: str, remote_file: str, local_file: str,
                   recurse: bool = False) -> None:
