@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
 
 log = logging.getLogger("pssh.sshd")
 
@@ -261,6 +261,25 @@ class OpenSSHServer:
             return text if limit is None else text[-limit:]
         except OSError:
             return ""
+
+    def wait_for_log(self, condition: Union[Callable[[str], bool], str],
+                     timeout: float = 10.0) -> str:
+        """Wait until the log satisfies ``condition`` (a predicate, or text it must contain).
+
+        sshd's monitor writes a line such as "Accepted publickey" after it has told the
+        client, so a client can see success before the line exists. Returns the whole
+        log; raises ``TimeoutError`` with the log's tail when ``timeout`` passes first.
+        """
+        check = condition if callable(condition) else (lambda text: condition in text)
+        deadline = time.monotonic() + timeout
+        while True:
+            text = self.read_log(None)
+            if check(text):
+                return text
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"sshd on {self.address}:{self.port}: the log did not show "
+                                   f"{condition!r} within {timeout}s: {text[-2000:]}")
+            time.sleep(0.02)
 
     def stop(self) -> None:
         if self.process is not None:

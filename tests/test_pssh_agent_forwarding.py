@@ -73,7 +73,7 @@ def test_the_remote_side_signs_with_the_forwarded_agent(group, local_agent, tmp_
     assert stdout[0].startswith("hop from ")
     # Host 2 let in the key that only the agent holds (this client used rsa).
     agent_key = f"ssh2: ED25519 {fingerprint(group.keys.public('ed25519'))}"
-    assert agent_key in group.servers[1].read_log(None)
+    group.servers[1].wait_for_log(agent_key)
 
 
 def test_every_host_of_a_parallel_client_forwards(group, local_agent, tmp_path):

@@ -39,7 +39,7 @@ def test_certificate_next_to_the_key_is_used(ca_server, tmp_path):
     client = connect(server, tmp_path, pkey=key)
     assert list(client.run_command("echo by certificate").stdout) == ["by certificate"]
     client.close()
-    assert 'Accepted certificate ID "user"' in server.read_log(None)
+    server.wait_for_log('Accepted certificate ID "user"')
 
 
 def test_explicit_cert_file_and_parallel_client(ca_server, tmp_path):

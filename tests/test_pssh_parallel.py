@@ -164,7 +164,8 @@ def test_rejected_login_is_tried_num_retries_times_on_one_connection(group, know
     assert err.args[1:3] == (server.address, server.port)
     assert isinstance(err.args[3], ssh2_exc.AuthenticationError)
     assert err.args[-2:] == (3, 3)
-    assert server.read_log(None).count("Connection from") == before + 1
+    log = server.wait_for_log(lambda text: text.count("Connection from") > before)
+    assert log.count("Connection from") == before + 1
     with pytest.raises(exc.PKeyFileError):
         SSHClient(server.address, port=server.port, pkey=str(tmp_path / "missing"),
                   known_hosts=known_hosts, timeout=5)

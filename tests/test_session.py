@@ -317,10 +317,12 @@ def test_publickey_with_and_without_the_query_round_trip(server, tmp_path, no_qu
     local_port = sock.getsockname()[1]
     session.userauth_publickey_fromfile(server.user, server.keys.private())
     assert session.userauth_authenticated()
-    log = [line for line in server.read_log(None).splitlines() if f"port {local_port} " in line]
+    ours = f"port {local_port} "
+    text = server.wait_for_log(lambda text: any(
+        "Accepted publickey" in line and ours in line for line in text.splitlines()))
+    log = [line for line in text.splitlines() if ours in line]
     # sshd logs "Postponed publickey" when it answers a query with PK_OK.
     assert any("Postponed publickey" in line for line in log) is not no_query
-    assert any("Accepted publickey" in line for line in log)
     sock.close()
 
 
