@@ -193,9 +193,16 @@ class ChannelReader:
         if self.at_eof and self.auto_finish:
             self.finish()
 
-    def wait_eof(self, timeout: Optional[float] = None, consume: bool = False) -> None:
+    def wait_eof(self, timeout: Optional[float] = None, consume: bool = False,
+                 settle: bool = False) -> None:
         """Read (or with ``consume``, discard) all output until both streams end, then
-        close the channel. Raises :class:`~pssh.exceptions.Timeout` after ``timeout``."""
+        close the channel. Raises :class:`~pssh.exceptions.Timeout` after ``timeout``.
+
+        With ``settle``, the server's own close is awaited before ours: sshd sends
+        the exit status or signal just before it, when it has reaped the command,
+        which can be later than the EOF; a close of ours that got there first
+        would make it drop them.
+        """
         deadline = deadline_after(timeout)
         while not self.at_eof:
             progress = self._read_some(0) | self._read_some(1)
@@ -212,6 +219,9 @@ class ChannelReader:
         if consume:
             for buffer in self._buffers:
                 buffer.read()
+        if settle and not self.closed:
+            self.driver.eagain(self.channel.wait_closed, timeout=remaining(deadline),
+                               what="waiting for the exit status")
         self.finish()
 
     def finish(self, timeout=UNSET) -> None:

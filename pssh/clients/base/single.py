@@ -563,12 +563,19 @@ class BaseSSHClient(PollMixIn):
                 self.eagain(host_output.channel.signal, signal)
             except ssh2_exc.SSH2Error as err:
                 logger.debug("%s: signal request failed: %s", self.host, err)
+            grace = min(2.0, remaining(deadline) or 2.0)
             if reader.marker is not None:
                 killer = self.run_command(kill_script(reader.marker, signal))
                 self.wait_finished(killer, consume_output=True)
+                # The signalled processes die when next scheduled: wait for the
+                # command's end (and its exit signal) before closing.
+                try:
+                    reader.wait_eof(timeout=grace, settle=True)
+                except exc.Timeout:
+                    logger.warning("%s: the command outlived %s", self.host, signal)
             try:
-                # sshd answers the close once the command has ended: give it a moment.
-                reader.close(timeout=min(2.0, remaining(deadline) or 2.0))
+                # Without a pty sshd answers at once, whether the command ended or not.
+                reader.close(timeout=grace)
             except exc.Timeout:
                 logger.warning("%s: the command is still running (no pty, and the server "
                                "ignored the signal); its channel is given up", self.host)
