@@ -3,7 +3,7 @@ import socket
 
 import pytest
 
-from conftest import PASSPHRASE, PASSWORD, connect, run
+from conftest import PASSPHRASE, PASSWORD, connect, read_all, run
 from ssh2 import exceptions as exc
 from ssh2.session import (LIBSSH2_HOSTKEY_HASH_MD5, LIBSSH2_HOSTKEY_HASH_SHA1,
                           LIBSSH2_HOSTKEY_HASH_SHA256, LIBSSH2_HOSTKEY_TYPE_ED25519,
@@ -53,6 +53,40 @@ def test_method_pref_chooses_cipher(server, cipher):
     assert session.methods(LIBSSH2_METHOD_CRYPT_CS) == cipher
     session.userauth_publickey_fromfile(server.user, server.keys.private())
     assert run(session, "echo ok")[:2] == (0, b"ok\n")
+    sock.close()
+
+
+@pytest.mark.parametrize("cipher", ["chacha20-poly1305@openssh.com", "aes128-gcm@openssh.com",
+                                    "aes128-ctr"])
+def test_cipher_carries_every_packet_size_intact(server, cipher):
+    # Writes of 1 byte to past the maximum packet, echoed back by the server:
+    # each size is a different split of the packet for the cipher code (the
+    # bundled build runs ChaCha20-Poly1305 on OpenSSL's EVP, AES in bulk calls).
+    import hashlib
+    import os
+    import random
+    rng = random.Random(7)
+    sizes = [1, 2, 15, 16, 17, 31, 32, 33, 4095, 4096, 32768, 34999, 35000, 40000]
+    sizes += [rng.randrange(1, 70000) for _ in range(40)]
+    data = os.urandom(sum(sizes))
+    sock = socket.create_connection((server.address, server.port))
+    session = Session()
+    session.method_pref(LIBSSH2_METHOD_CRYPT_CS, cipher)
+    session.method_pref(LIBSSH2_METHOD_CRYPT_SC, cipher)
+    session.handshake(sock)
+    assert session.methods(LIBSSH2_METHOD_CRYPT_SC) == cipher
+    session.userauth_publickey_fromfile(server.user, server.keys.private())
+    chan = session.open_session()
+    chan.execute("cat; echo done >&2")
+    offset = 0
+    for size in sizes:
+        assert chan.write(data[offset:offset + size])[1] == size
+        offset += size
+    chan.send_eof()
+    echoed = read_all(chan)
+    assert len(echoed) == len(data)
+    assert hashlib.sha256(echoed).digest() == hashlib.sha256(data).digest()
+    assert read_all(chan, stderr=True) == b"done\n"
     sock.close()
 
 
