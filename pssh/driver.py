@@ -12,7 +12,6 @@ Also here: the keepalive loop with lost-server detection (ServerAliveCountMax).
 from __future__ import annotations
 
 import logging
-import socket
 import time
 import weakref
 from typing import Callable, List, Optional
@@ -73,10 +72,6 @@ class SessionDriver:
         self._opening = Semaphore()
         self._lost: Optional[exc.PSSHError] = None
         self._received_seen = -1
-        try:
-            self._quickack = sock.family in (socket.AF_INET, socket.AF_INET6)
-        except AttributeError:
-            self._quickack = False
         self._keepalive: Optional["KeepAlive"] = None
 
     # -- waiting ---------------------------------------------------------------------
@@ -172,14 +167,6 @@ class SessionDriver:
 
     def _wait_until(self, deadline: Optional[float], timeout: Optional[float],
                     what: str) -> None:
-        if self._quickack:
-            # Acknowledge the reply at once: sshd (Nagle on for non-pty
-            # sessions) holds its next packet until our ACK, which delayed
-            # ACK would postpone ~40 ms (the first channel after login).
-            try:
-                self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
-            except OSError:
-                pass
         left = remaining(deadline)
         if left == 0:
             raise exc.Timeout("%s:%s: %s: nothing within %.3g s", self.host, self.port, what,

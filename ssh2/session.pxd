@@ -15,6 +15,8 @@ cdef enum ChildKind:
 cdef struct SessionHook:
     void *owner                  # the Session (borrowed)
     unsigned long long received  # bytes read from the socket
+    bint tcp                     # the socket is TCP: may acknowledge at once before waiting
+    ssize_t last_read            # size of the last read that returned data
 
 
 cdef class Session:

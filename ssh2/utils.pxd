@@ -10,7 +10,8 @@ cdef struct FdIdentity:
 
 cdef FdIdentity fd_identity(int fd) noexcept nogil
 cdef bint fd_is(int fd, FdIdentity ident) noexcept nogil
-cdef void set_tcp_nodelay(int fd) noexcept nogil
+cdef bint set_tcp_nodelay(int fd) noexcept nogil
+cdef void quick_ack(int fd) noexcept nogil
 cdef bint fd_is_blocking(int fd) noexcept nogil
 cdef void set_fd_nonblocking(int fd) noexcept nogil
 cdef void set_fd_blocking(int fd) noexcept nogil

@@ -26,6 +26,7 @@ cdef extern from "<netinet/in.h>" nogil:
 cdef extern from "<netinet/tcp.h>" nogil:
     enum:
         TCP_NODELAY
+        TCP_QUICKACK
 
 cdef extern from "<sys/socket.h>" nogil:
     int setsockopt(int fd, int level, int optname, const void *optval, unsigned int optlen)
@@ -81,10 +82,18 @@ cdef bint fd_is(int fd, FdIdentity ident) noexcept nogil:
     return now.valid and ident.valid and now.dev == ident.dev and now.ino == ident.ino
 
 
-cdef void set_tcp_nodelay(int fd) noexcept nogil:
+cdef bint set_tcp_nodelay(int fd) noexcept nogil:
     cdef int one = 1
-    # Fails harmlessly on non-TCP sockets (socketpair, Unix sockets).
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one))
+    # Fails harmlessly on non-TCP sockets (socketpair, Unix sockets): the
+    # result says whether the fd is TCP.
+    return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0
+
+
+cdef void quick_ack(int fd) noexcept nogil:
+    cdef int one = 1
+    # Linux only, and not sticky: the kernel returns to delayed ACK on its own,
+    # so this is set again before every wait for the peer.
+    setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one))
 
 
 cdef bint fd_is_blocking(int fd) noexcept nogil:
