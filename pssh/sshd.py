@@ -113,7 +113,9 @@ class OpenSSHServer:
     ``keys``: the :class:`ClientKeys` to authorise (generated if omitted).
     ``password``: also accept this password for the current user (password
     and keyboard-interactive methods). ``config``: extra sshd_config lines,
-    written first so that they override the defaults (no ``Match`` blocks).
+    written first so that they override the defaults (no ``Match`` blocks); a
+    ``Subsystem sftp ...`` line replaces the default ``internal-sftp`` (sshd
+    refuses a subsystem defined twice).
     """
 
     def __init__(self, address: str = "127.0.0.1", port: Optional[int] = None, *,
@@ -181,9 +183,10 @@ class OpenSSHServer:
             "MaxAuthTries 20",
             "LoginGraceTime 30",
             "ClientAliveInterval 0",
-            "Subsystem sftp internal-sftp",
             "LogLevel VERBOSE",
         ]
+        if not any(line.split()[:2] == ["Subsystem", "sftp"] for line in self.extra_config):
+            lines.append("Subsystem sftp internal-sftp")
         path = self.workdir / "sshd_config"
         path.write_text("\n".join(lines) + "\n")
         return path

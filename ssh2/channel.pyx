@@ -19,7 +19,8 @@ LIBSSH2_CHANNEL_WINDOW_DEFAULT = c.LIBSSH2_CHANNEL_WINDOW_DEFAULT
 LIBSSH2_CHANNEL_PACKET_DEFAULT = c.LIBSSH2_CHANNEL_PACKET_DEFAULT
 
 # Large enough that bulk output needs few calls, small enough for short polls.
-DEF READ_SIZE = 65536
+cdef enum:
+    READ_SIZE = 65536
 
 
 cdef Channel PyChannel(c.LIBSSH2_CHANNEL *channel, Session session, object owner=None):

@@ -117,6 +117,10 @@ cdef extern from *:
 #: key algorithms ``*-cert-v01@openssh.com``): only the bundled libssh2 with
 #: build_support/patches can. Checking the certificate is the caller's job.
 HOST_CERTIFICATES = bool(PSSH2_PATCHED_LIBSSH2)
+#: Whether libssh2 is the bundled build with every patch of build_support/patches
+#: (host certificates, one-round-trip logins, ChaCha20-Poly1305 on OpenSSL's
+#: EVP, SFTP reads as large as the server allows, ...).
+PATCHED_LIBSSH2 = bool(PSSH2_PATCHED_LIBSSH2)
 
 # SSH_DISCONNECT_BY_APPLICATION (RFC 4253 section 11.1)
 cdef int DISCONNECT_BY_APPLICATION = 11

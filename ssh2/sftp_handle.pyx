@@ -18,8 +18,12 @@ from ssh2._bytes cimport bytes_alloc, bytes_data, bytes_take
 import os
 from ssh2 import exceptions as _exc
 
-DEF READ_SIZE = 262144
-DEF NAME_SIZE = 1024
+cdef enum:
+    # As ssh2-python (its channel window size). libssh2 keeps up to four
+    # times the buffer in read requests in flight, so this is also how deep
+    # a plain ``for size, data in handle`` loop pipelines.
+    READ_SIZE = 2 * 1024 * 1024
+    NAME_SIZE = 1024
 
 
 cdef Py_ssize_t _write_all(int fd, const char *buf, Py_ssize_t n) noexcept nogil:

@@ -1,15 +1,20 @@
 """SFTP and SFTPHandle: every operation against a real sftp server."""
 import hashlib
 import os
+import re
 import stat
 
 import pytest
+
+from conftest import connect
+from pssh.sshd import OpenSSHServer
 
 from ssh2 import exceptions as exc
 from ssh2.sftp import (LIBSSH2_FX_NO_SUCH_FILE, LIBSSH2_FXF_APPEND, LIBSSH2_FXF_CREAT,
                        LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ, LIBSSH2_FXF_TRUNC, LIBSSH2_FXF_WRITE,
                        LIBSSH2_SFTP_S_IFDIR, LIBSSH2_SFTP_S_IFLNK, LIBSSH2_SFTP_S_IFMT,
                        LIBSSH2_SFTP_S_IFREG, LIBSSH2_SFTP_S_IRUSR, LIBSSH2_SFTP_S_IWUSR)
+from ssh2.session import PATCHED_LIBSSH2
 from ssh2.sftp_handle import SFTPAttributes, SFTPHandle, SFTPStatVFS
 
 WRITE_NEW = LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_TRUNC
@@ -272,3 +277,36 @@ def test_download_byte_exact_large(sftp, tmp_path):
 def test_handles_cannot_be_built_directly():
     with pytest.raises(TypeError):
         SFTPHandle()
+
+
+SFTP_SERVER = next((p for p in ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server",
+                                  "/usr/libexec/sftp-server") if os.path.exists(p)), None)
+
+
+@pytest.mark.skipif(not PATCHED_LIBSSH2, reason="needs the bundled libssh2 with our patches")
+@pytest.mark.skipif(SFTP_SERVER is None, reason="OpenSSH's sftp-server not found")
+@pytest.mark.parametrize("refused, largest", [("", 261120), ("-P limits", 30000)])
+def test_read_requests_as_large_as_the_server_allows(tmp_path, refused, largest):
+    # sftp-server logs every request's length at DEBUG1 (to stderr with -e; the
+    # subsystem runs through the shell, which sends it to a file). OpenSSH answers
+    # limits@openssh.com with a max-read-length of 261,120; a server that refuses
+    # the request (-P) gets libssh2's usual 30,000-byte requests.
+    data = os.urandom(5_000_000)
+    (tmp_path / "big").write_bytes(data)
+    log_file = tmp_path / "sftp.log"
+    config = [f"Subsystem sftp {SFTP_SERVER} -e -l DEBUG1 {refused} 2>>{log_file}"]
+    with OpenSSHServer("127.0.0.71", config=config) as server:
+        sock, session = connect(server)
+        sftp = session.sftp_init()
+        with sftp.open(str(tmp_path / "big"), LIBSSH2_FXF_READ, 0) as fh:
+            assert b"".join(chunk for _, chunk in fh) == data   # ssh2-python's idiom
+        with sftp.open(str(tmp_path / "big"), LIBSSH2_FXF_READ, 0) as fh:
+            buf = bytearray(1 << 20)
+            got = bytearray()
+            while (n := fh.read_into(buf)) > 0:
+                got += buf[:n]
+            assert got == data
+        sock.close()
+    sizes = [int(n) for n in re.findall(r'read "[^"]*" \(handle \d+\) off \d+ len (\d+)',
+                                        log_file.read_text())]
+    assert max(sizes) == largest
