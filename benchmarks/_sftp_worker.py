@@ -2,7 +2,8 @@
 
     python _sftp_worker.py LIBRARY CIPHER HOST PORT USER KEY REMOTE_PATH [THREADS]
 
-LIBRARY: ours | ssh2-python | paramiko | asyncssh | openssh. CIPHER: a cipher
+LIBRARY: ours | ours-iter | ssh2-python | paramiko | asyncssh | hussh |
+hussh-aio | openssh (``ssh host cat``) | openssh-sftp. CIPHER: a cipher
 name, or "default" for the library's own choice. Runs under whichever
 interpreter has the library (ssh2-python needs its own virtualenv, its module
 is also called ssh2). Data is read into memory and discarded.
@@ -39,8 +40,8 @@ def _ssh2_api(cipher, host, port, user, key, path, bulk):
             buf = bytearray(CHUNK)
             while (n := fh.read_into(buf)) > 0:
                 total += n
-        else:
-            while (size := fh.read(CHUNK)[0]) > 0:
+        else:  # ssh2-python's documented idiom, a new bytes object per chunk
+            for size, data in fh:
                 total += size
     return time.perf_counter() - started, total
 
@@ -50,6 +51,11 @@ def ours(*args):
 
 
 def ssh2_python(*args):
+    return _ssh2_api(*args, bulk=False)
+
+
+def ours_iter(*args):
+    """Ours running ssh2-python's code unchanged: what a user who switches gets."""
     return _ssh2_api(*args, bulk=False)
 
 
@@ -93,23 +99,78 @@ def asyncssh_(cipher, host, port, user, key, path):
     return asyncio.run(main())
 
 
-def openssh(cipher, host, port, user, key, path):
-    args = ["ssh", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-            "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-i", key, "-p", str(port)]
+class CipherNotOffered(Exception):
+    """The library has no way to pin the cipher asked for."""
+
+
+def hussh_sync(cipher, host, port, user, key, path):
+    """hussh's Connection (libssh2 underneath); it returns file contents as text,
+    so the bytes go to /dev/null through its ``local_path``."""
+    import hussh
     if cipher != "default":
-        args += ["-c", cipher]
-    # Connection set-up is timed separately and subtracted: only the stream counts.
+        raise CipherNotOffered(cipher)
+    conn = hussh.Connection(host, port=port, username=user, private_key=key)
+    started = time.perf_counter()
+    conn.sftp_read(path, "/dev/null")
+    seconds = time.perf_counter() - started
+    conn.close()
+    return seconds, os.path.getsize(path)
+
+
+def hussh_aio(cipher, host, port, user, key, path):
+    """hussh's asyncio AsyncConnection (russh underneath)."""
+    import asyncio
+
+    from hussh.aio import AsyncConnection
+    if cipher != "default":
+        raise CipherNotOffered(cipher)
+
+    async def main():
+        conn = AsyncConnection(host, username=user, key_path=key, port=port)
+        await conn.connect()
+        started = time.perf_counter()
+        await conn.sftp_read(path, "/dev/null")
+        seconds = time.perf_counter() - started
+        await conn.close()
+        return seconds, os.path.getsize(path)
+
+    return asyncio.run(main())
+
+
+def _openssh_options(cipher, key):
+    args = ["-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+            "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-i", key]
+    return args + (["-c", cipher] if cipher != "default" else [])
+
+
+def _minus_setup(command, stdin=None):
+    """Seconds ``command`` takes beyond its connection set-up (timed apart and subtracted)."""
     setup_start = time.perf_counter()
-    subprocess.run(args + [f"{user}@{host}", "true"], check=True)
+    subprocess.run(command("true"), check=True, input=stdin and b"bye\n",
+                   stdout=subprocess.DEVNULL)
     setup = time.perf_counter() - setup_start
     started = time.perf_counter()
-    subprocess.run(args + [f"{user}@{host}", f"cat {path}"], check=True,
-                   stdout=subprocess.DEVNULL)
-    return time.perf_counter() - started - setup, os.path.getsize(path)
+    subprocess.run(command(None), check=True, input=stdin, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started - setup
 
 
-LIBRARIES = {"ours": ours, "ssh2-python": ssh2_python, "paramiko": paramiko_,
-             "asyncssh": asyncssh_, "openssh": openssh}
+def openssh(cipher, host, port, user, key, path):
+    """``ssh host cat file``: the channel's own limit, no SFTP protocol."""
+    args = ["ssh", *_openssh_options(cipher, key), "-p", str(port), f"{user}@{host}"]
+    seconds = _minus_setup(lambda idle: args + [idle or f"cat {path}"])
+    return seconds, os.path.getsize(path)
+
+
+def openssh_sftp(cipher, host, port, user, key, path):
+    """OpenSSH's own ``sftp`` client (64 requests of 32 KiB in flight by default)."""
+    args = ["sftp", *_openssh_options(cipher, key), "-P", str(port), "-b", "-", f"{user}@{host}"]
+    seconds = _minus_setup(lambda idle: args, f"get {path} /dev/null\n".encode())
+    return seconds, os.path.getsize(path)
+
+
+LIBRARIES = {"ours": ours, "ours-iter": ours_iter, "ssh2-python": ssh2_python, "paramiko": paramiko_,
+             "asyncssh": asyncssh_, "hussh": hussh_sync, "hussh-aio": hussh_aio,
+             "openssh": openssh, "openssh-sftp": openssh_sftp}
 
 
 def gil_probe(fn, args):
@@ -137,7 +198,13 @@ def gil_probe(fn, args):
 def main():
     library, cipher, host, port, user, key, path = sys.argv[1:8]
     threads = int(sys.argv[8]) if len(sys.argv) > 8 else 1
-    fn = LIBRARIES[library]
+    try:
+        measure(LIBRARIES[library], cipher, host, port, user, key, path, threads)
+    except CipherNotOffered:
+        print(json.dumps({"skipped": f"{library} cannot pin {cipher}"}))
+
+
+def measure(fn, cipher, host, port, user, key, path, threads):
     if threads == 0:
         seconds, total, share = gil_probe(fn, (cipher, host, int(port), user, key, path))
         print(json.dumps({"seconds": seconds, "bytes": total, "cpu": 0, "python_share": share}))

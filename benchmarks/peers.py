@@ -18,11 +18,13 @@ from typing import Dict, Optional
 log = logging.getLogger(__name__)
 
 OURS = ("ours-blocking", "ours-nonblocking")
+BENCH_PEERS = ["paramiko>=3", "asyncssh>=2.14", "hussh>=0.3"]
 # library -> (virtualenv folder, what pip installs there, module to import)
 VENVS = {
     "ssh2-python": (".venv-ssh2python", ["ssh2-python"], "ssh2"),
-    "paramiko": (".venv-bench", ["paramiko>=3", "asyncssh>=2.14"], "paramiko"),
-    "asyncssh": (".venv-bench", ["paramiko>=3", "asyncssh>=2.14"], "asyncssh"),
+    "paramiko": (".venv-bench", BENCH_PEERS, "paramiko"),
+    "asyncssh": (".venv-bench", BENCH_PEERS, "asyncssh"),
+    "hussh": (".venv-bench", BENCH_PEERS, "hussh"),
 }
 
 

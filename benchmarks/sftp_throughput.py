@@ -27,12 +27,15 @@ from pssh.sshd import OpenSSHServer
 # Where peers.sh made the peer virtualenvs: $BENCH_VENV_DIR, else the source tree.
 ROOT = Path(os.environ.get("BENCH_VENV_DIR") or Path(__file__).resolve().parent.parent)
 WORKER = Path(__file__).resolve().parent / "_sftp_worker.py"
-CIPHERS = {"aes-gcm": "aes128-gcm@openssh.com", "chacha20": "chacha20-poly1305@openssh.com"}
+# "default": each library's own choice (the only one hussh offers).
+CIPHERS = {"aes-gcm": "aes128-gcm@openssh.com", "chacha20": "chacha20-poly1305@openssh.com",
+           "default": "default"}
 
 
 def interpreter(library: str) -> str:
     venv = {"ssh2-python": ".venv-ssh2python", "paramiko": ".venv-bench",
-            "asyncssh": ".venv-bench"}.get(library)
+            "asyncssh": ".venv-bench", "hussh": ".venv-bench",
+            "hussh-aio": ".venv-bench"}.get(library)
     if venv is None:
         return sys.executable
     path = ROOT / venv / "bin" / "python"
@@ -52,9 +55,18 @@ def run_once(library, cipher, server, path, threads=1):
         print(f"{library} {cipher}: failed: {last}", file=sys.stderr)
         return None
     result = json.loads(out.stdout)
+    if "skipped" in result:
+        return None
     if threads == 0:
         return result["python_share"]
     return result["bytes"] / result["seconds"] / 1e6, result["cpu"] / (result["bytes"] / 1e8)
+
+
+def per_round_ratio(results, mine, peer):
+    """Median over rounds of mine/peer, each round's pair measured back to back
+    (steadier on a shared machine than a ratio of medians); None if unmeasured."""
+    pairs = [a / b for a, b in zip(results.get(mine, []), results.get(peer, [])) if a and b]
+    return statistics.median(pairs) if pairs else None
 
 
 def main(argv=None) -> int:
@@ -62,7 +74,8 @@ def main(argv=None) -> int:
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--libs", nargs="+",
-                        default=["ours", "asyncssh", "ssh2-python", "paramiko", "openssh"])
+                        default=["ours", "ours-iter", "asyncssh", "ssh2-python", "paramiko",
+                                 "hussh", "hussh-aio", "openssh", "openssh-sftp"])
     parser.add_argument("--ciphers", nargs="+", default=list(CIPHERS))
     parser.add_argument("--threads", type=int, default=0,
                         help="also measure ours with N threads each downloading (aggregate)")
@@ -78,15 +91,16 @@ def main(argv=None) -> int:
         results: dict = {}
         cpu: dict = {}
         for round_ in range(args.repeat):
+            # Rotate the order each round: no library always follows the same one.
+            order = args.libs[round_ % len(args.libs):] + args.libs[:round_ % len(args.libs)]
             for cipher in args.ciphers:
-                for lib in args.libs:
+                for lib in order:
                     measured = run_once(lib, CIPHERS[cipher], server, path)
-                    results.setdefault((lib, cipher), [])
-                    cpu.setdefault((lib, cipher), [])
+                    # None keeps the rounds aligned for the per-round ratios.
+                    mbps, cpu_s = measured if measured is not None else (None, None)
+                    results.setdefault((lib, cipher), []).append(mbps)
+                    cpu.setdefault((lib, cipher), []).append(cpu_s)
                     if measured is not None:
-                        mbps, cpu_s = measured
-                        results[(lib, cipher)].append(mbps)
-                        cpu[(lib, cipher)].append(cpu_s)
                         print(f"round {round_ + 1} {lib:<12} {cipher:<9} {mbps:8.1f} MB/s "
                               f"{cpu_s * 1000:6.0f} ms CPU/100MB", file=sys.stderr)
         scaling = {}
@@ -109,22 +123,26 @@ def main(argv=None) -> int:
     print(f"\n{args.size_mb} MB SFTP download, median of {args.repeat} (MB/s)\n")
     print("| library | " + " | ".join(args.ciphers) + " |")
     print("|---|" + "---:|" * len(args.ciphers))
-    med = {k: statistics.median(v) for k, v in results.items() if v}
+    med = {k: statistics.median(x for x in v if x) for k, v in results.items() if any(v)}
     for lib in args.libs:
         print(f"| {lib} | " + " | ".join(f"{med[(lib, c)]:.0f}" if (lib, c) in med else "n/a"
                                          for c in args.ciphers) + " |")
-    cmed = {k: statistics.median(v) for k, v in cpu.items() if v}
+    cmed = {k: statistics.median(x for x in v if x) for k, v in cpu.items() if any(v)}
     print("\nClient CPU per 100 MB (ms, median, process start-up and login included)\n")
     print("| library | " + " | ".join(args.ciphers) + " |")
     print("|---|" + "---:|" * len(args.ciphers))
     for lib in args.libs:
         print(f"| {lib} | " + " | ".join(f"{cmed[(lib, c)] * 1000:.0f}" if (lib, c) in cmed
                                          else "n/a" for c in args.ciphers) + " |")
-    for peer in ("asyncssh", "openssh"):
-        if "ours" in args.libs and peer in args.libs:
-            print(f"\nours / {peer}: " + ", ".join(
-                f"{c} {med[('ours', c)] / med[(peer, c)]:.2f}x" for c in args.ciphers
-                if ("ours", c) in med and (peer, c) in med))
+    print("\nOurs against each peer: median of the per-round throughput ratios\n")
+    print("| ours / peer | " + " | ".join(args.ciphers) + " |")
+    print("|---|" + "---:|" * len(args.ciphers))
+    for mine in [lib for lib in ("ours", "ours-iter") if lib in args.libs]:
+        for peer in [lib for lib in args.libs if not lib.startswith("ours")]:
+            cells = [per_round_ratio(results, (mine, c), (peer, c)) for c in args.ciphers]
+            if any(cells):
+                print(f"| {mine} / {peer} | " + " | ".join(
+                    f"{r:.2f}x" if r else "n/a" for r in cells) + " |")
     if gil:
         print("\nPure-Python thread speed during a download, relative to idle (aes-gcm, median): "
               + ", ".join(f"{lib} {statistics.median(v):.2f}" for lib, v in gil.items()))
