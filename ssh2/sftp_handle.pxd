@@ -11,7 +11,11 @@ cdef enum:
 cdef class SFTPHandle:
     cdef csftp.LIBSSH2_SFTP_HANDLE *_handle
     cdef readonly SFTP sftp
+    # read()'s landing buffer for large reads, kept for the handle's life.
+    cdef char *_scratch
+    cdef size_t _scratch_size
     cdef csftp.LIBSSH2_SFTP_HANDLE *_ptr(self) except NULL
+    cdef object _read_via_scratch(self, csftp.LIBSSH2_SFTP_HANDLE *h, size_t size)
 
 
 cdef class SFTPAttributes:

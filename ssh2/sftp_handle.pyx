@@ -4,7 +4,8 @@ cimport cython
 from cpython.object cimport PyObject
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE
 from libc.errno cimport errno, EINTR
-from libc.stdlib cimport malloc, free
+from libc.stdlib cimport malloc, free, realloc
+from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.string cimport memset
 from posix.unistd cimport read as c_read, write as c_write
 
@@ -24,6 +25,8 @@ cdef enum:
     # a plain ``for size, data in handle`` loop pipelines.
     READ_SIZE = 2 * 1024 * 1024
     NAME_SIZE = 1024
+    # Reads up to this size land directly in the bytes object returned.
+    DIRECT_READ = 65536
 
 
 cdef Py_ssize_t _write_all(int fd, const char *buf, Py_ssize_t n) noexcept nogil:
@@ -67,6 +70,8 @@ cdef class SFTPHandle:
         if self._handle is not NULL and self.sftp is not None:
             self.sftp.session._release(CHILD_SFTP_HANDLE, self._handle)
             self._handle = NULL
+        free(self._scratch)
+        self._scratch = NULL
 
     cdef csftp.LIBSSH2_SFTP_HANDLE *_ptr(self) except NULL:
         if self._handle is NULL:
@@ -107,6 +112,9 @@ cdef class SFTPHandle:
         # libssh2 frees the handle on every return but EAGAIN, errors included:
         # keeping the pointer would make the finaliser free it twice.
         self._handle = NULL
+        free(self._scratch)
+        self._scratch = NULL
+        self._scratch_size = 0
         return self.sftp._rc(rc, "closing the SFTP handle failed")
 
     def read(self, size_t buffer_maxlen=READ_SIZE):
@@ -118,6 +126,8 @@ cdef class SFTPHandle:
         cdef size_t size = buffer_maxlen
         if size == 0:
             raise ValueError("buffer_maxlen must be > 0")
+        if size > DIRECT_READ:
+            return self._read_via_scratch(h, size)
         raw = bytes_alloc(NULL, size)
         if raw is NULL:
             raise MemoryError()
@@ -127,6 +137,35 @@ cdef class SFTPHandle:
             rc = csftp.libssh2_sftp_read(h, buf, size)
             unlock(self.sftp.session._lock)
         data = bytes_take(raw, rc, size)
+        if rc < 0:
+            self.sftp._rc(rc, "reading the remote file failed")
+        return rc, data
+
+    cdef object _read_via_scratch(self, csftp.LIBSSH2_SFTP_HANDLE *h, size_t size):
+        # A read returns what has arrived, often a fraction of a large buffer:
+        # a fresh bytes object of the full size per call would fault in new
+        # pages every time. Land in a buffer kept for the handle and copy out
+        # exactly what came. The session lock covers the buffer until the
+        # copy is made: another thread's read would land in it too.
+        cdef Py_ssize_t rc
+        cdef char *grown
+        with nogil:
+            lock(self.sftp.session._lock)
+            if self._scratch_size < size:
+                grown = <char *>realloc(self._scratch, size)
+                if grown is NULL:
+                    rc = c.LIBSSH2_ERROR_ALLOC
+                else:
+                    self._scratch = grown
+                    self._scratch_size = size
+            if self._scratch_size >= size:
+                rc = csftp.libssh2_sftp_read(h, self._scratch, size)
+        try:
+            data = PyBytes_FromStringAndSize(self._scratch, rc) if rc > 0 else b""
+        finally:
+            unlock(self.sftp.session._lock)
+        if rc == c.LIBSSH2_ERROR_ALLOC:
+            raise MemoryError()
         if rc < 0:
             self.sftp._rc(rc, "reading the remote file failed")
         return rc, data
