@@ -3,6 +3,3 @@
 Modules follow the established ``ssh2`` layout: ``ssh2.session.Session``,
 ``ssh2.channel.Channel``, ``ssh2.sftp.SFTP`` and so on.
 """
-import logging
-
-logging.getLogger("ssh2").addHandler(logging.NullHandler())

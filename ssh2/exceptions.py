@@ -12,19 +12,18 @@ libssh2 error number to a class.
 """
 from __future__ import annotations
 
-from typing import Optional
 
 
 class SSH2Error(Exception):
     """Base class of every error raised by the bindings."""
 
-    errno: Optional[int]
+    errno: int | None
     errname: str
     message: str
-    host: Optional[str]
+    host: str | None
 
-    def __init__(self, message: str = "", errno: Optional[int] = None,
-                 host: Optional[str] = None) -> None:
+    def __init__(self, message: str = "", errno: int | None = None,
+                 host: str | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.errno = errno
@@ -364,11 +363,11 @@ class SFTPIOError(SFTPError):
 class SFTPProtocolError(SFTPError):
     """The SFTP server answered with an error status."""
 
-    sftp_status: Optional[int]
+    sftp_status: int | None
     status_name: str
 
-    def __init__(self, message: str = "", errno: Optional[int] = None,
-                 host: Optional[str] = None, sftp_status: Optional[int] = None) -> None:
+    def __init__(self, message: str = "", errno: int | None = None,
+                 host: str | None = None, sftp_status: int | None = None) -> None:
         super().__init__(message, errno, host)
         self.sftp_status = sftp_status
         self.status_name = _SFTP_STATUS_NAMES.get(sftp_status, "") if sftp_status is not None else ""
@@ -493,7 +492,7 @@ def error_name(errno: int) -> str:
     return _ERROR_NAMES.get(errno, f"unknown error {errno}")
 
 
-def error_for(errno: int, message: str = "", sftp_status: Optional[int] = None,
+def error_for(errno: int, message: str = "", sftp_status: int | None = None,
               context: str = "") -> SSH2Error:
     """Build the exception for a libssh2 error number.
 

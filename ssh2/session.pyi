@@ -1,4 +1,3 @@
-import enum
 import os
 import socket
 from typing import Callable, List, Optional, Sequence, Tuple, Union
@@ -16,7 +15,14 @@ _Sock = Union[socket.socket, int]
 # Calls that would block return LIBSSH2_ERROR_EAGAIN (an int) in non-blocking mode.
 _EAGAIN = int
 
-class MethodType(enum.IntEnum):
+class _NamedInt(int):
+    def __new__(cls, value: int) -> "_NamedInt": ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def value(self) -> int: ...
+
+class MethodType(_NamedInt):
     KEX: int
     HOSTKEY: int
     CRYPT_CS: int
@@ -29,7 +35,7 @@ class MethodType(enum.IntEnum):
     LANG_SC: int
     SIGN_ALGO: int
 
-class FlagType(enum.IntEnum):
+class FlagType(_NamedInt):
     SIGPIPE: int
     COMPRESS: int
     QUOTE_PATHS: int

@@ -21,11 +21,7 @@ from ssh2.publickey cimport PyPublicKeySystem
 from ssh2.utils cimport to_bytes, sock_fd, fd_identity, fd_is, set_tcp_nodelay, quick_ack, \
     fd_is_blocking, set_fd_nonblocking, set_fd_blocking
 
-import enum
-import logging
 from ssh2 import exceptions as _exc
-
-log = logging.getLogger("ssh2.session")
 
 LIBSSH2_SESSION_BLOCK_INBOUND = c.LIBSSH2_SESSION_BLOCK_INBOUND
 LIBSSH2_SESSION_BLOCK_OUTBOUND = c.LIBSSH2_SESSION_BLOCK_OUTBOUND
@@ -41,7 +37,55 @@ LIBSSH2_HOSTKEY_TYPE_ECDSA_521 = c.LIBSSH2_HOSTKEY_TYPE_ECDSA_521
 LIBSSH2_HOSTKEY_TYPE_ED25519 = c.LIBSSH2_HOSTKEY_TYPE_ED25519
 
 
-class MethodType(enum.IntEnum):
+class _Members(type):
+    def __iter__(cls):
+        return iter(cls._names_of)
+
+    def __len__(cls):
+        return len(cls._names_of)
+
+
+class _NamedInt(int, metaclass=_Members):
+    """An int constant that knows its name: what ``enum.IntEnum`` gives here,
+    without importing ``enum`` at start-up (a third of ``import ssh2.session``).
+    Members are the int-valued class attributes; only their values construct."""
+
+    __slots__ = ()
+    _names_of: dict = {}
+
+    def __init_subclass__(cls):
+        members = {name: value for name, value in vars(cls).items()
+                   if type(value) is int and not name.startswith("_")}
+        cls._names_of = {}
+        for name, value in members.items():
+            # A repeated value is an alias of the first name, as in enum.
+            member = next((m for m in cls._names_of if m == value), None)
+            if member is None:
+                member = int.__new__(cls, value)
+            setattr(cls, name, member)
+            cls._names_of.setdefault(member, name)
+
+    def __new__(cls, value):
+        for member in cls._names_of:
+            if member == value:
+                return member
+        raise ValueError(f"{value!r} is not a valid {cls.__name__}")
+
+    @property
+    def name(self) -> str:
+        return type(self)._names_of[self]
+
+    @property
+    def value(self) -> int:
+        return int(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}.{self.name}: {int(self)}>"
+
+    __str__ = int.__repr__
+
+
+class MethodType(_NamedInt):
     """A method type of :meth:`Session.method_pref` and friends (``LIBSSH2_METHOD_*``).
 
     As in ssh2-python, the methods take only these, not plain numbers.
@@ -60,7 +104,7 @@ class MethodType(enum.IntEnum):
     SIGN_ALGO = c.LIBSSH2_METHOD_SIGN_ALGO
 
 
-class FlagType(enum.IntEnum):
+class FlagType(_NamedInt):
     """A session flag of :meth:`Session.flag` (``LIBSSH2_FLAG_*``; only these, not numbers)."""
 
     SIGPIPE = c.LIBSSH2_FLAG_SIGPIPE

@@ -11,8 +11,6 @@ from ssh2.utils cimport to_bytes, poll_fd
 from ssh2.channel cimport PyChannel
 
 import os
-import secrets
-import tempfile
 from ssh2 import exceptions as _exc
 
 LIBSSH2_FXF_READ = csftp.LIBSSH2_FXF_READ
@@ -374,6 +372,7 @@ cdef class SFTP:
         try:
             attrs = self._until_done(handle.fstat, wait)
             directory, base = os.path.split(os.path.abspath(local_path))
+            import tempfile  # here: start-up pays for it only when a download happens
             fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".part", dir=directory)
             try:
                 try:
@@ -414,6 +413,7 @@ cdef class SFTP:
         if mode is None:
             mode = st.st_mode & 0o7777
         directory, base = remote.rpartition("/")[0], remote.rpartition("/")[2]
+        import secrets  # here: start-up pays for it only when an upload happens
         tmp = f"{directory + '/' if directory or remote.startswith('/') else ''}.{base}.{secrets.token_hex(4)}.part"
         fd = os.open(local_path, os.O_RDONLY)
         try:

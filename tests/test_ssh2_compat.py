@@ -29,6 +29,18 @@ def test_agent_constructed_from_a_session(server, agent):
     sock.close()
 
 
+def test_method_and_flag_types_behave_as_int_enums():
+    from ssh2.session import LIBSSH2_FLAG_SIGPIPE, FlagType
+    assert LIBSSH2_METHOD_CRYPT_CS == 2 and LIBSSH2_METHOD_CRYPT_CS.value == 2
+    assert LIBSSH2_METHOD_CRYPT_CS.name == "CRYPT_CS"
+    assert repr(LIBSSH2_METHOD_CRYPT_CS) == "<MethodType.CRYPT_CS: 2>"
+    assert MethodType(2) is LIBSSH2_METHOD_CRYPT_CS and len(list(MethodType)) == len(MethodType)
+    assert FlagType.SK_PRESENCE_REQUIRED is LIBSSH2_FLAG_SIGPIPE  # same value: an alias
+    assert LIBSSH2_FLAG_SIGPIPE.name == "SIGPIPE"
+    with pytest.raises(ValueError):
+        MethodType(99)
+
+
 def test_method_types_refuse_plain_numbers(session):
     assert isinstance(LIBSSH2_METHOD_CRYPT_CS, MethodType)
     assert session.methods(LIBSSH2_METHOD_CRYPT_CS)
