@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 import logging
 import os
 import re
@@ -50,6 +48,7 @@ CERT_ALGORITHMS = ("ssh-ed25519-cert-v01@openssh.com",
 
 def fingerprint(key: bytes) -> str:
     """OpenSSH-style SHA256 fingerprint of a raw host key."""
+    import hashlib  # here: loading OpenSSL's hashes costs ~7 ms at start-up
     return "SHA256:" + base64.b64encode(hashlib.sha256(key).digest()).decode().rstrip("=")
 
 
@@ -99,6 +98,7 @@ class Entry(NamedTuple):
 
 def _hashed_is(hashed: Tuple[bytes, bytes], name: str) -> bool:
     salt, digest = hashed
+    import hmac  # here: only hashed entries need it, and it costs ~7 ms at start-up
     return hmac.compare_digest(hmac.digest(salt, name.encode(), "sha1"), digest)
 
 

@@ -413,8 +413,7 @@ cdef class SFTP:
         if mode is None:
             mode = st.st_mode & 0o7777
         directory, base = remote.rpartition("/")[0], remote.rpartition("/")[2]
-        import secrets  # here: start-up pays for it only when an upload happens
-        tmp = f"{directory + '/' if directory or remote.startswith('/') else ''}.{base}.{secrets.token_hex(4)}.part"
+        tmp = f"{directory + '/' if directory or remote.startswith('/') else ''}.{base}.{os.urandom(4).hex()}.part"
         fd = os.open(local_path, os.O_RDONLY)
         try:
             handle = self._until_done(

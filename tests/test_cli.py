@@ -27,6 +27,20 @@ def pssh(*args, timeout=60, cwd=None, env=None):
                           text=True, timeout=timeout, cwd=cwd, env=env or ENV)
 
 
+@pytest.mark.parametrize("args", [["--help"], ["run", "--help"], ["run"]])
+def test_help_and_usage_errors_load_nothing_heavy(args):
+    # Parsing comes first: asking for help (or getting a usage error) must not
+    # pay for gevent, the clients or rich.
+    probe = ("import sys\nfrom pssh.cli import main\ntry:\n    main(sys.argv[1:])\n"
+             "except SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('gevent', 'rich', 'pssh.clients', 'ssh2.session')"
+             " if m in sys.modules), file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True,
+                         timeout=60, env=ENV)
+    assert "usage: pssh" in out.stdout or "pssh run: error:" in out.stderr
+    assert out.stderr.strip().endswith("[]")
+
+
 def conn(group, tmp_path):
     """Options that reach the group: its port and key, a private known_hosts, no config."""
     return ["--port", str(group.port), "-k", group.keys.private(), "--no-agent", "-F", "none",

@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-import secrets
 import stat
 import tempfile
 from typing import Callable, Iterator, Optional
@@ -42,7 +41,7 @@ def _part_name(path: str) -> str:
     """A temporary name beside ``path`` (a remote POSIX path)."""
     directory, _, base = path.rpartition("/")
     prefix = directory + "/" if directory or path.startswith("/") else ""
-    return f"{prefix}.{base}.{secrets.token_hex(4)}.part"
+    return f"{prefix}.{base}.{os.urandom(4).hex()}.part"
 
 
 class TransferMixin:
