@@ -1,4 +1,4 @@
-"""One timed fan-out in its own process: prints JSON {wall, cpu, maxrss_kib, ok}.
+"""One timed fan-out in its own process: prints JSON {wall, cpu, import_cpu, maxrss_kib, ok}.
 
     python _fanout_worker.py LIBRARY HOSTS PORT USER KEY COMMAND [POOL]
 
@@ -6,8 +6,10 @@ Connects to every host in HOSTS (comma-separated), authenticates with KEY,
 runs COMMAND, reads all output and the exit code; ``wall`` covers all of it.
 Host keys are not checked by any library here (same work for all). POOL:
 how many hosts at once (ours: pool_size; paramiko: threads); default all
-hosts for ours, min(50, hosts) threads for paramiko.
+hosts for ours, min(50, hosts) threads for paramiko. The library's modules are
+imported first and timed apart (``import_cpu``): ``cpu`` is the fan-out alone.
 """
+import importlib
 import json
 import resource
 import sys
@@ -89,21 +91,47 @@ def fabric_(hosts, port, user, key, command):
     return sum(r.exited == 0 for r in results.values())
 
 
+def hussh_(hosts, port, user, key, command):
+    """hussh's MultiConnection (russh on tokio): one command on every host.
+    Its results are keyed by host name, so a host listed twice counts once."""
+    from hussh.multi_conn import MultiConnection
+    conns = MultiConnection.from_shared_auth(hosts, username=user, key_path=key, port=port,
+                                             batch_size=len(hosts))
+    conns.connect()
+    results = conns.execute(command)
+    ok = sum(result.status == 0 for result in results.values())
+    conns.close()
+    return ok
+
+
 LIBRARIES = {"ours": ours, "parallel-ssh": parallel_ssh, "asyncssh": asyncssh_,
-             "paramiko": paramiko_, "fabric": fabric_}
+             "paramiko": paramiko_, "fabric": fabric_, "hussh": hussh_}
+# What each library loads before it can start: interpreter start-up apart.
+IMPORTS = {"ours": ["pssh.clients"], "parallel-ssh": ["pssh.clients"],
+           "asyncssh": ["asyncio", "asyncssh"], "paramiko": ["paramiko"], "fabric": ["fabric"],
+           "hussh": ["hussh.multi_conn"]}
+
+
+def _cpu():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main():
     library, hosts, port, user, key, command = sys.argv[1:7]
     hosts = hosts.split(",")
     extra = {"pool": int(sys.argv[7])} if len(sys.argv) > 7 else {}
-    before = resource.getrusage(resource.RUSAGE_SELF)
+    before_import = _cpu()
+    for module in IMPORTS[library]:
+        importlib.import_module(module)
+    before = _cpu()
     started = time.perf_counter()
     ok = LIBRARIES[library](hosts, int(port), user, key, command, **extra)
     wall = time.perf_counter() - started
-    after = resource.getrusage(resource.RUSAGE_SELF)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    print(json.dumps({"wall": wall, "cpu": cpu, "maxrss_kib": after.ru_maxrss, "ok": ok}))
+    cpu = _cpu() - before
+    print(json.dumps({"wall": wall, "cpu": cpu, "import_cpu": before - before_import,
+                      "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+                      "ok": ok}))
 
 
 if __name__ == "__main__":

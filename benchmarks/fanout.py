@@ -30,7 +30,7 @@ ROOT = Path(os.environ.get("BENCH_VENV_DIR") or Path(__file__).resolve().parent.
 WORKER = Path(__file__).resolve().parent / "_fanout_worker.py"
 MAX_ADDRESSES = 250  # 127.0.0.2 .. 127.0.0.251
 VENVS = {"parallel-ssh": ".venv-parallel-ssh", "asyncssh": ".venv-bench",
-         "paramiko": ".venv-bench", "fabric": ".venv-bench"}
+         "paramiko": ".venv-bench", "fabric": ".venv-bench", "hussh": ".venv-bench"}
 
 
 def run_once(library, hosts, group, command, pool=None):
@@ -81,7 +81,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--command", default="echo hello")
     parser.add_argument("--libs", nargs="+",
-                        default=["ours", "asyncssh", "paramiko", "fabric", "parallel-ssh"])
+                        default=["ours", "asyncssh", "hussh", "paramiko", "fabric",
+                                 "parallel-ssh"])
     parser.add_argument("--rtt", type=float, metavar="MS",
                         help="emulate this round-trip time (network namespace; needs root)")
     args = parser.parse_args(argv)
@@ -94,36 +95,49 @@ def main(argv=None) -> int:
                         # time and needs more than the test servers' 30 s at H=500.
                         config=["LoginGraceTime 120"]) as group:
         for round_ in range(args.repeat):
+            # Rotate the order each round: no library always follows the same one.
+            shift = round_ % len(args.libs)
             for count in args.hosts:
                 hosts = [group.hosts[i % len(group.hosts)] for i in range(count)]
-                for lib in args.libs:
+                for lib in args.libs[shift:] + args.libs[:shift]:
                     r = run_once(lib, hosts, group, args.command)
+                    # None keeps the rounds aligned for the per-round ratios.
+                    results.setdefault((lib, count), []).append(r)
                     if r is not None:
-                        results.setdefault((lib, count), []).append(r)
                         print(f"round {round_ + 1} H={count:<4} {lib:<13} {r['wall']:7.3f} s "
                               f"{r['cpu'] / count * 1000:7.2f} ms CPU/host "
                               f"{r['maxrss_kib'] / 1024:6.1f} MiB", file=sys.stderr)
 
     def med(lib, count, key):
-        values = [r[key] for r in results.get((lib, count), [])]
+        values = [r[key] for r in results.get((lib, count), []) if r]
         return statistics.median(values) if values else None
 
-    print(f"\nFan-out of {args.command!r}, median of {args.repeat}\n")
-    print("| H | " + " | ".join(args.libs) + " | ours / asyncssh |")
-    print("|---:|" + "---:|" * (len(args.libs) + 1))
+    def ratio(peer, count):
+        """Median over rounds of ours/peer wall time, each pair from the same round."""
+        pairs = [a["wall"] / b["wall"] for a, b in zip(results.get(("ours", count), []),
+                                                      results.get((peer, count), [])) if a and b]
+        return f"{statistics.median(pairs):.2f}x" if pairs else "n/a"
+
+    peers = [lib for lib in ("asyncssh", "hussh") if lib in args.libs and "ours" in args.libs]
+    print(f"\nFan-out of {args.command!r}, wall time, median of {args.repeat}\n")
+    print("| H | " + " | ".join(args.libs) + "".join(f" | ours / {p}" for p in peers) + " |")
+    print("|---:|" + "---:|" * (len(args.libs) + len(peers)))
     for count in args.hosts:
         cells = [f"{med(lib, count, 'wall'):.3f} s" if med(lib, count, "wall") else "n/a"
                  for lib in args.libs]
-        ours, peer = med("ours", count, "wall"), med("asyncssh", count, "wall")
-        ratio = f"{ours / peer:.2f}x" if ours and peer else "n/a"
-        print(f"| {count} | " + " | ".join(cells) + f" | {ratio} |")
-    print("\nClient CPU per host (ms) and peak RSS (MiB) at the largest H\n")
+        print(f"| {count} | " + " | ".join(cells + [ratio(p, count) for p in peers]) + " |")
+    print("\nClient CPU per host at each H (ms; the fan-out alone) and, apart, the CPU of\n"
+          "importing the library; peak RSS at the largest H\n")
+    print("| library | " + " | ".join(f"H={count}" for count in args.hosts)
+          + " | import (ms) | peak RSS MiB |")
+    print("|---|" + "---:|" * (len(args.hosts) + 2))
     top = max(args.hosts)
-    print("| library | CPU ms/host | peak RSS MiB |\n|---|---:|---:|")
     for lib in args.libs:
-        cpu, rss = med(lib, top, "cpu"), med(lib, top, "maxrss_kib")
-        if cpu is not None:
-            print(f"| {lib} | {cpu / top * 1000:.2f} | {rss / 1024:.0f} |")
+        cells = [f"{med(lib, count, 'cpu') / count * 1000:.2f}" if med(lib, count, "cpu")
+                 else "n/a" for count in args.hosts]
+        imp, rss = med(lib, top, "import_cpu"), med(lib, top, "maxrss_kib")
+        print(f"| {lib} | " + " | ".join(cells) + f" | {imp * 1000:.0f} | {rss / 1024:.0f} |"
+              if imp is not None else f"| {lib} | " + " | ".join(cells) + " | n/a | n/a |")
     return 0
 
 
