@@ -12,13 +12,12 @@ result (:class:`Resolved`) has a value for everything a connection needs.
 """
 from __future__ import annotations
 
-import getpass
 import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Optional, Tuple, Union
 
 from pssh import constants
-from pssh.ssh_config import HostOptions, SSHConfig, load, parse_jump
+from pssh.ssh_config import HostOptions, SSHConfig, load, local_user, parse_jump
 
 Key = Union[str, bytes, None]
 Hop = Tuple[Optional[str], str, Optional[int]]  # (user, host, port) of a jump host
@@ -64,8 +63,8 @@ class ConnectOptions:
 
     def given(self) -> dict:
         """The fields set at this layer."""
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if getattr(self, f.name) is not None}
+        return {name: value for name in _FIELD_NAMES
+                if (value := getattr(self, name)) is not None}
 
     def over(self, base: "ConnectOptions") -> "ConnectOptions":
         """These options layered over ``base``: fields set here win, ``False`` and 0 included."""
@@ -85,7 +84,7 @@ class ConnectOptions:
             options=given,
             hostname=hostname,
             port=port,
-            user=given.user or getpass.getuser(),
+            user=given.user or local_user(),
             timeout=timeout,
             connect_timeout=timeout or cfg.connect_timeout or constants.DEFAULT_CONNECT_TIMEOUT,
             identity_files=cfg.identity_files,
@@ -94,6 +93,10 @@ class ConnectOptions:
             host_key_name=cfg.host_key_alias or hostname,
             jump_hops=_jump_hops(given, port),
         )
+
+
+# Looked up once: dataclasses.fields() rebuilds the list on every call (per host).
+_FIELD_NAMES = tuple(f.name for f in fields(ConnectOptions))
 
 
 def config_layer(cfg: HostOptions) -> ConnectOptions:

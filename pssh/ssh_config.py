@@ -15,6 +15,7 @@ the others are parsed and ignored.
 from __future__ import annotations
 
 import fnmatch
+import functools
 import getpass
 import glob
 import logging
@@ -27,6 +28,15 @@ from typing import Dict, List, Optional, Tuple
 log = logging.getLogger("pssh.ssh_config")
 
 DEFAULT_PATH = os.path.join("~", ".ssh", "config")
+
+
+@functools.lru_cache(maxsize=None)
+def local_user() -> str:
+    """The local user's name (``getpass.getuser()``), looked up once per process:
+    each lookup reads the environment and the passwd database, for every host."""
+    return getpass.getuser()
+
+
 MAX_INCLUDE_DEPTH = 16
 _SINGLE = ("hostname", "user", "port", "identitiesonly", "proxyjump", "stricthostkeychecking",
            "userknownhostsfile", "connecttimeout", "serveraliveinterval",
@@ -184,7 +194,7 @@ class SSHConfig:
                 result = criterion == "all"
             elif criterion in ("host", "originalhost", "user", "localuser") and args:
                 value = {"host": hostname, "originalhost": host, "user": user,
-                         "localuser": getpass.getuser()}[criterion]
+                         "localuser": local_user()}[criterion]
                 result = self._match_patterns(value, [args.pop(0)])
             else:
                 if block.origin not in self._warned:
@@ -204,7 +214,7 @@ class SSHConfig:
         certificates: List[str] = []
         for block in self._blocks:
             hostname = values.get("hostname", (host, ""))[0]
-            block_user = values.get("user", (user or getpass.getuser(), ""))[0]
+            block_user = values.get("user", (user or local_user(), ""))[0]
             if not self._block_applies(block, host, hostname, block_user):
                 continue
             for line in block.lines:
@@ -242,10 +252,10 @@ class SSHConfig:
             return value.lower() in ("yes", "true")
 
         hostname = (get("hostname") or host).replace("%h", host).replace("%%", "%")
-        resolved_user = user or get("user") or getpass.getuser()
+        resolved_user = user or get("user") or local_user()
         resolved_port = port or number("port") or 22
         tokens = {"%h": hostname, "%p": str(resolved_port), "%r": resolved_user,
-                  "%u": getpass.getuser(), "%d": os.path.expanduser("~"), "%%": "%"}
+                  "%u": local_user(), "%d": os.path.expanduser("~"), "%%": "%"}
 
         def expand(path):
             for token, value in tokens.items():
