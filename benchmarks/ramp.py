@@ -10,6 +10,7 @@ so nothing the measured threads do waits on storage or the network.
 """
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -55,9 +56,12 @@ class RampResult:
 
 
 def make_files(directory: Path) -> tuple:
-    """The files the sessions read: random bytes, so compression cannot help."""
-    cat_path, sftp_path = directory / "cat_26k.bin", directory / "sftp_11m.bin"
-    cat_path.write_bytes(os.urandom(CAT_SIZE))
+    """The files the sessions read: random, so compression cannot help. The one read
+    with ``cat`` is random text (base64 lines): hussh decodes command output as UTF-8
+    and fails on binary, and the same file has to serve every library."""
+    cat_path, sftp_path = directory / "cat_26k.txt", directory / "sftp_11m.bin"
+    text = base64.encodebytes(os.urandom(CAT_SIZE))[:CAT_SIZE - 1] + b"\n"
+    cat_path.write_bytes(text)
     sftp_path.write_bytes(os.urandom(SFTP_SIZE))
     return cat_path, sftp_path
 

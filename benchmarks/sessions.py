@@ -13,7 +13,8 @@ large file over SFTP, and returns the seconds each operation took:
     total                  the whole session, connect to disconnect
 
 asyncssh opens the channel and sends the exec request in one call, so its
-``channel_open`` covers both and it has no ``execute``.
+``channel_open`` covers both and it has no ``execute``; hussh's one call also
+reads the output and the exit status (see :func:`hussh_`).
 
 This module imports nothing from this project at top level: the ramp worker
 loads it as a plain file under a peer's interpreter (ssh2-python's module is
@@ -222,6 +223,34 @@ def asyncssh_(target: Target, loop) -> Dict[str, float]:
     return loop.run_until_complete(session())
 
 
+def hussh_(target: Target) -> Dict[str, float]:
+    """hussh's sync Connection (libssh2 in Rust; it holds the GIL while it works).
+
+    Its execute() opens the channel, runs the command, reads the output and the
+    exit status in one call (timed as ``channel_open``, as asyncssh's); it returns
+    text, so the byte count of the random file cannot be checked, only the exit
+    status. It reads SFTP files into a local path (``/dev/null`` here). It cannot
+    pin a cipher, so ``--cipher`` runs skip it.
+    """
+    import hussh
+
+    if target.cipher:
+        raise SessionFailed("hussh cannot pin a cipher")
+    timer = _Timer()
+    conn = hussh.Connection(target.host, port=target.port, username=target.user,
+                            private_key=target.key)
+    try:
+        timer.lap("auth")
+        result = conn.execute(f"cat {target.cat_path}")
+        timer.lap("channel_open")
+        _expect("exit status", result.status, 0)
+        conn.sftp_read(target.sftp_path, "/dev/null")
+        timer.lap("sftp_read")
+    finally:
+        conn.close()
+    return timer.done()
+
+
 # Library name -> (module that must be importable, driver). Drivers that need
 # per-thread state take it from ``thread_state``.
 DRIVERS = {
@@ -230,6 +259,7 @@ DRIVERS = {
     "ssh2-python": ("ssh2", ssh2_python),
     "paramiko": ("paramiko", paramiko_),
     "asyncssh": ("asyncssh", asyncssh_),
+    "hussh": ("hussh", hussh_),
 }
 
 
