@@ -146,7 +146,9 @@ cdef class SFTPHandle:
         # a fresh bytes object of the full size per call would fault in new
         # pages every time. Land in a buffer kept for the handle and copy out
         # exactly what came. The session lock covers the buffer until the
-        # copy is made: another thread's read would land in it too.
+        # copy is made: another thread's read would land in it too. No Python
+        # code runs meanwhile (a bytes object is not GC-tracked: allocating it
+        # never starts a collection, so no finaliser can ask for the lock).
         cdef Py_ssize_t rc
         cdef char *grown
         with nogil:
