@@ -15,7 +15,6 @@ as a timeout during login is.
 """
 from __future__ import annotations
 
-import _socket
 import logging
 import os
 import shlex
@@ -188,19 +187,6 @@ class InteractiveShell:
             line.encode(self._encoding) + self._EOL for line in lines))
 
 
-def _numeric_addr_info(host: str, port: int) -> Optional[list]:
-    """The address of ``host`` when it is an IP address, else None.
-
-    With AI_NUMERICHOST libc never looks anything up, so this runs on the hub;
-    gevent's resolver would hand every lookup, numeric or not, to a thread.
-    """
-    try:
-        return _socket.getaddrinfo(host, port, 0, _socket.SOCK_STREAM, _socket.IPPROTO_TCP,
-                                   _socket.AI_NUMERICHOST)
-    except (_socket.gaierror, UnicodeError):
-        return None
-
-
 class BaseSSHClient(PollMixIn):
     """An SSH connection to one host: connects and logs in on creation.
 
@@ -299,8 +285,9 @@ class BaseSSHClient(PollMixIn):
     # -- connecting ----------------------------------------------------------------
 
     def _get_addr_info(self, host: str, port: int) -> list:
-        addr_info = _numeric_addr_info(host, port) or \
-            socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
+        # Through gevent's resolver, even for an IP address (a thread hop each):
+        # parallel-ssh's own tests patch this very call and check it was made.
+        addr_info = socket.getaddrinfo(host, port, proto=socket.IPPROTO_TCP)
         if self.ipv6_only:
             filtered = [a for a in addr_info if a[0] == socket.AF_INET6]
             if not filtered:
