@@ -12,6 +12,7 @@ libssh2 error number to a class.
 """
 from __future__ import annotations
 
+from ssh2 import error_codes
 
 
 class SSH2Error(Exception):
@@ -419,55 +420,70 @@ class SFTPConnectionLostError(SFTPProtocolError):
     """The SFTP connection was lost."""
 
 
-_ERROR_NAMES = {
-    -1: "LIBSSH2_ERROR_SOCKET_NONE", -2: "LIBSSH2_ERROR_BANNER_RECV",
-    -3: "LIBSSH2_ERROR_BANNER_SEND", -4: "LIBSSH2_ERROR_INVALID_MAC",
-    -5: "LIBSSH2_ERROR_KEX_FAILURE", -6: "LIBSSH2_ERROR_ALLOC",
-    -7: "LIBSSH2_ERROR_SOCKET_SEND", -8: "LIBSSH2_ERROR_KEY_EXCHANGE_FAILURE",
-    -9: "LIBSSH2_ERROR_TIMEOUT", -10: "LIBSSH2_ERROR_HOSTKEY_INIT",
-    -11: "LIBSSH2_ERROR_HOSTKEY_SIGN", -12: "LIBSSH2_ERROR_DECRYPT",
-    -13: "LIBSSH2_ERROR_SOCKET_DISCONNECT", -14: "LIBSSH2_ERROR_PROTO",
-    -15: "LIBSSH2_ERROR_PASSWORD_EXPIRED", -16: "LIBSSH2_ERROR_FILE",
-    -17: "LIBSSH2_ERROR_METHOD_NONE", -18: "LIBSSH2_ERROR_AUTHENTICATION_FAILED",
-    -19: "LIBSSH2_ERROR_PUBLICKEY_UNVERIFIED", -20: "LIBSSH2_ERROR_CHANNEL_OUTOFORDER",
-    -21: "LIBSSH2_ERROR_CHANNEL_FAILURE", -22: "LIBSSH2_ERROR_CHANNEL_REQUEST_DENIED",
-    -23: "LIBSSH2_ERROR_CHANNEL_UNKNOWN", -24: "LIBSSH2_ERROR_CHANNEL_WINDOW_EXCEEDED",
-    -25: "LIBSSH2_ERROR_CHANNEL_PACKET_EXCEEDED", -26: "LIBSSH2_ERROR_CHANNEL_CLOSED",
-    -27: "LIBSSH2_ERROR_CHANNEL_EOF_SENT", -28: "LIBSSH2_ERROR_SCP_PROTOCOL",
-    -29: "LIBSSH2_ERROR_ZLIB", -30: "LIBSSH2_ERROR_SOCKET_TIMEOUT",
-    -31: "LIBSSH2_ERROR_SFTP_PROTOCOL", -32: "LIBSSH2_ERROR_REQUEST_DENIED",
-    -33: "LIBSSH2_ERROR_METHOD_NOT_SUPPORTED", -34: "LIBSSH2_ERROR_INVAL",
-    -35: "LIBSSH2_ERROR_INVALID_POLL_TYPE", -36: "LIBSSH2_ERROR_PUBLICKEY_PROTOCOL",
-    -37: "LIBSSH2_ERROR_EAGAIN", -38: "LIBSSH2_ERROR_BUFFER_TOO_SMALL",
-    -39: "LIBSSH2_ERROR_BAD_USE", -40: "LIBSSH2_ERROR_COMPRESS",
-    -41: "LIBSSH2_ERROR_OUT_OF_BOUNDARY", -42: "LIBSSH2_ERROR_AGENT_PROTOCOL",
-    -43: "LIBSSH2_ERROR_SOCKET_RECV", -44: "LIBSSH2_ERROR_ENCRYPT",
-    -45: "LIBSSH2_ERROR_BAD_SOCKET", -46: "LIBSSH2_ERROR_KNOWN_HOSTS",
-    -47: "LIBSSH2_ERROR_CHANNEL_WINDOW_FULL", -48: "LIBSSH2_ERROR_KEYFILE_AUTH_FAILED",
-    -49: "LIBSSH2_ERROR_RANDGEN", -50: "LIBSSH2_ERROR_MISSING_USERAUTH_BANNER",
-    -51: "LIBSSH2_ERROR_ALGO_UNSUPPORTED", -52: "LIBSSH2_ERROR_MAC_FAILURE",
-    -53: "LIBSSH2_ERROR_HASH_INIT", -54: "LIBSSH2_ERROR_HASH_CALC",
+# The exception class of each libssh2 error, by the name libssh2.h gives it
+# (without the LIBSSH2_ERROR_ prefix): the numbers come from the header, through
+# ssh2.error_codes, never from this file. EAGAIN is no error here.
+_CLASS_OF_ERROR = {
+    "SOCKET_NONE": SocketDisconnectError,
+    "BANNER_RECV": BannerRecvError,
+    "BANNER_SEND": BannerSendError,
+    "INVALID_MAC": InvalidMACError,
+    "KEX_FAILURE": KexFailureError,
+    "ALLOC": AllocError,
+    "SOCKET_SEND": SocketSendError,
+    "KEY_EXCHANGE_FAILURE": KeyExchangeError,
+    "TIMEOUT": Timeout,
+    "HOSTKEY_INIT": HostkeyInitError,
+    "HOSTKEY_SIGN": HostkeySignError,
+    "DECRYPT": DecryptError,
+    "SOCKET_DISCONNECT": SocketDisconnectError,
+    "PROTO": ProtocolError,
+    "PASSWORD_EXPIRED": PasswordExpiredError,
+    "FILE": FileError,
+    "METHOD_NONE": MethodNoneError,
+    "AUTHENTICATION_FAILED": AuthenticationError,
+    "PUBLICKEY_UNVERIFIED": PublickeyUnverifiedError,
+    "CHANNEL_OUTOFORDER": ChannelOutOfOrderError,
+    "CHANNEL_FAILURE": ChannelFailure,
+    "CHANNEL_REQUEST_DENIED": ChannelRequestDenied,
+    "CHANNEL_UNKNOWN": ChannelUnknownError,
+    "CHANNEL_WINDOW_EXCEEDED": ChannelWindowExceeded,
+    "CHANNEL_PACKET_EXCEEDED": ChannelPacketExceeded,
+    "CHANNEL_CLOSED": ChannelClosedError,
+    "CHANNEL_EOF_SENT": ChannelEOFSentError,
+    "SCP_PROTOCOL": SCPProtocolError,
+    "ZLIB": ZlibError,
+    "SOCKET_TIMEOUT": SocketTimeout,
+    "SFTP_PROTOCOL": SFTPProtocolError,
+    "REQUEST_DENIED": RequestDeniedError,
+    "METHOD_NOT_SUPPORTED": MethodNotSupported,
+    "INVAL": InvalidRequestError,
+    "INVALID_POLL_TYPE": InvalidPollTypeError,
+    "PUBLICKEY_PROTOCOL": PublicKeyProtocolError,
+    "BUFFER_TOO_SMALL": BufferTooSmallError,
+    "BAD_USE": BadUseError,
+    "COMPRESS": CompressError,
+    "OUT_OF_BOUNDARY": OutOfBoundaryError,
+    "AGENT_PROTOCOL": AgentProtocolError,
+    "SOCKET_RECV": SocketRecvError,
+    "ENCRYPT": EncryptError,
+    "BAD_SOCKET": BadSocketError,
+    "KNOWN_HOSTS": KnownHostError,
+    "CHANNEL_WINDOW_FULL": ChannelWindowFullError,
+    "KEYFILE_AUTH_FAILED": KeyfileAuthFailedError,
+    "RANDGEN": RandGenError,
+    "MISSING_USERAUTH_BANNER": MissingUserAuthBannerError,
+    "ALGO_UNSUPPORTED": AlgoUnsupportedError,
+    "MAC_FAILURE": MacFailureError,
+    "HASH_INIT": HashInitError,
+    "HASH_CALC": HashCalcError,
 }
-
+_ERROR_NAMES: dict[int, str] = {}
+for _name, _number in vars(error_codes).items():
+    if _name.startswith("LIBSSH2_ERROR_") and _number:
+        _ERROR_NAMES.setdefault(_number, _name)  # an alias keeps the first name
 _ERROR_CLASSES: dict[int, type[SSH2Error]] = {
-    -1: SocketDisconnectError, -2: BannerRecvError, -3: BannerSendError,
-    -4: InvalidMACError, -5: KexFailureError, -6: AllocError, -7: SocketSendError,
-    -8: KeyExchangeError, -9: Timeout, -10: HostkeyInitError, -11: HostkeySignError,
-    -12: DecryptError, -13: SocketDisconnectError, -14: ProtocolError,
-    -15: PasswordExpiredError, -16: FileError, -17: MethodNoneError,
-    -18: AuthenticationError, -19: PublickeyUnverifiedError,
-    -20: ChannelOutOfOrderError, -21: ChannelFailure, -22: ChannelRequestDenied,
-    -23: ChannelUnknownError, -24: ChannelWindowExceeded, -25: ChannelPacketExceeded,
-    -26: ChannelClosedError, -27: ChannelEOFSentError, -28: SCPProtocolError,
-    -29: ZlibError, -30: SocketTimeout, -31: SFTPProtocolError, -32: RequestDeniedError,
-    -33: MethodNotSupported, -34: InvalidRequestError, -35: InvalidPollTypeError,
-    -36: PublicKeyProtocolError, -38: BufferTooSmallError, -39: BadUseError,
-    -40: CompressError, -41: OutOfBoundaryError, -42: AgentProtocolError,
-    -43: SocketRecvError, -44: EncryptError, -45: BadSocketError, -46: KnownHostError,
-    -47: ChannelWindowFullError, -48: KeyfileAuthFailedError, -49: RandGenError,
-    -50: MissingUserAuthBannerError, -51: AlgoUnsupportedError, -52: MacFailureError,
-    -53: HashInitError, -54: HashCalcError,
-}
+    getattr(error_codes, "LIBSSH2_ERROR_" + name): cls for name, cls in _CLASS_OF_ERROR.items()}
 
 _SFTP_STATUS_NAMES = {
     0: "FX_OK", 1: "FX_EOF", 2: "FX_NO_SUCH_FILE", 3: "FX_PERMISSION_DENIED",
@@ -502,7 +518,7 @@ def error_for(errno: int, message: str = "", sftp_status: int | None = None,
     text = message or "failed"
     if context:
         text = f"{context}: {text}"
-    if errno == -31 and sftp_status is not None:
+    if errno == error_codes.LIBSSH2_ERROR_SFTP_PROTOCOL and sftp_status is not None:
         cls = _SFTP_STATUS_CLASSES.get(sftp_status, SFTPProtocolError)
         return cls(text, errno, sftp_status=sftp_status)
     cls = _ERROR_CLASSES.get(errno, UnknownError)
