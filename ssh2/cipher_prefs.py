@@ -7,21 +7,25 @@ leads otherwise. A preference the caller sets with ``method_pref`` replaces it.
 """
 from __future__ import annotations
 
-import functools
-
 GCM = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
 CHACHA = ("chacha20-poly1305@openssh.com",)
 CTR = ("aes256-ctr", "aes192-ctr", "aes128-ctr")
 
 
-@functools.lru_cache(maxsize=None)
+_cpu_aes: bool | None = None  # not functools.lru_cache: functools costs 6 ms of import
+
+
 def cpu_has_aes() -> bool:
     """Whether the CPU advertises AES instructions (read once)."""
-    try:
-        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
-            return any(line.startswith(("flags", "Features")) and " aes" in line for line in fh)
-    except OSError:
-        return False
+    global _cpu_aes
+    if _cpu_aes is None:
+        try:
+            with open("/proc/cpuinfo", encoding="ascii", errors="replace") as fh:
+                _cpu_aes = any(line.startswith(("flags", "Features")) and " aes" in line
+                               for line in fh)
+        except OSError:
+            _cpu_aes = False
+    return _cpu_aes
 
 
 def default_order(supported: list[str]) -> str:

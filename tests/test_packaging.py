@@ -50,3 +50,16 @@ def test_py_typed_and_bundled_library():
     from ssh2.utils import version
     major, minor = (int(p) for p in version().split(".")[:2])
     assert (major, minor) >= (1, 11)
+
+
+def test_importing_the_bindings_loads_nothing_they_do_not_need():
+    # Start-up is part of every short-lived script: these stdlib modules cost
+    # 5-30 ms each and the bindings use none of them at import.
+    import subprocess
+    import sys
+    heavy = ["logging", "enum", "typing", "functools", "re", "tempfile", "secrets", "hashlib"]
+    probe = ("import sys\nbefore = set(sys.modules)\nimport ssh2.session, ssh2.sftp, ssh2.channel\n"
+             f"print(sorted(m for m in {heavy!r} if m in sys.modules and m not in before))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd="/",
+                         check=True)
+    assert out.stdout.strip() == "[]"
