@@ -90,6 +90,31 @@ def test_cipher_carries_every_packet_size_intact(server, cipher):
     sock.close()
 
 
+@pytest.mark.parametrize("key_type, key_format", [
+    ("ed25519", "openssh"), ("ecdsa", "openssh"), ("rsa", "openssh"), ("ecdsa", "pem"),
+    ("rsa", "pem")])   # ssh-keygen writes ed25519 keys in OpenSSH's format only
+def test_key_files_of_either_format_log_in(server, tmp_path, key_type, key_format):
+    # ssh-keygen writes OpenSSH's own format; older keys are PEM (PKCS#1, SEC1).
+    # The bundled libssh2 reads OpenSSH's format without asking OpenSSL first;
+    # a PEM file still goes to OpenSSL.
+    import shutil
+    import subprocess
+    key = tmp_path / f"id_{key_type}"
+    shutil.copy(server.keys.private(key_type), key)
+    key.chmod(0o600)
+    if key_format == "pem":
+        subprocess.run(["ssh-keygen", "-q", "-p", "-N", "", "-m", "PEM", "-f", str(key)],
+                       check=True, capture_output=True)
+    header = key.read_text().splitlines()[0]
+    assert ("OPENSSH" in header) is (key_format == "openssh")
+    sock = socket.create_connection((server.address, server.port))
+    session = Session()
+    session.handshake(sock)
+    session.userauth_publickey_fromfile(server.user, str(key))
+    assert session.userauth_authenticated()
+    sock.close()
+
+
 def test_hostkey_and_hashes_match_server_key(server):
     sock = socket.create_connection((server.address, server.port))
     session = Session()
