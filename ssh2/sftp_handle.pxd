@@ -15,6 +15,8 @@ cdef class SFTPHandle:
     cdef char *_scratch
     cdef size_t _scratch_size
     cdef csftp.LIBSSH2_SFTP_HANDLE *_ptr(self) except NULL
+    cdef bint _after_round(self, Py_ssize_t n, int local_errno, str local_what,
+                           str remote_what, wait) except -1
     cdef object _read_via_scratch(self, csftp.LIBSSH2_SFTP_HANDLE *h, size_t size)
 
 

@@ -141,6 +141,19 @@ cdef class SFTPHandle:
             self.sftp._rc(rc, "reading the remote file failed")
         return rc, data
 
+    cdef bint _after_round(self, Py_ssize_t n, int local_errno, str local_what,
+                           str remote_what, wait) except -1:
+        """The end of one round of a transfer pump: raise the local file's error or
+        the server's; True when libssh2 asked to wait (and the wait is done)."""
+        if local_errno:
+            raise OSError(local_errno, f"{local_what} failed: {os.strerror(local_errno)}")
+        if n == c.LIBSSH2_ERROR_EAGAIN:
+            self.sftp._wait(wait)
+            return True
+        if n < 0:
+            self.sftp._raise(n, remote_what)
+        return False
+
     cdef object _read_via_scratch(self, csftp.LIBSSH2_SFTP_HANDLE *h, size_t size):
         # A read returns what has arrived, often a fraction of a large buffer:
         # a fresh bytes object of the full size per call would fault in new
@@ -248,13 +261,9 @@ cdef class SFTPHandle:
                         total += n
                         if report:
                             break
-                if werr:
-                    raise OSError(werr, f"writing the local file failed: {os.strerror(werr)}")
-                if n == c.LIBSSH2_ERROR_EAGAIN:
-                    self.sftp._wait(wait)
+                if self._after_round(n, werr, "writing the local file",
+                                     "reading the remote file failed", wait):
                     continue
-                if n < 0:
-                    self.sftp._raise(n, "reading the remote file failed")
                 if report and n > 0:
                     callback(total, total_size)
                 if n == 0:
@@ -308,13 +317,9 @@ cdef class SFTPHandle:
                         if report and sent == filled:
                             n = 1
                             break
-                if rerr:
-                    raise OSError(rerr, f"reading the local file failed: {os.strerror(rerr)}")
-                if n == c.LIBSSH2_ERROR_EAGAIN:
-                    self.sftp._wait(wait)
+                if self._after_round(n, rerr, "reading the local file",
+                                     "writing the remote file failed", wait):
                     continue
-                if n < 0:
-                    self.sftp._raise(n, "writing the remote file failed")
                 if n == 0:
                     return total
                 callback(total, size)

@@ -42,16 +42,23 @@ def test_default_ciphers_exclude_weak_ones(server):
     sock.close()
 
 
-@pytest.mark.parametrize("cipher", ["chacha20-poly1305@openssh.com", "aes256-ctr",
-                                    "aes256-gcm@openssh.com"])
-def test_method_pref_chooses_cipher(server, cipher):
+def login_with_cipher(server, cipher):
+    """A session logged in with ``cipher`` asked for both ways (and checked to be in use)."""
     sock = socket.create_connection((server.address, server.port))
     session = Session()
     session.method_pref(LIBSSH2_METHOD_CRYPT_CS, cipher)
     session.method_pref(LIBSSH2_METHOD_CRYPT_SC, cipher)
     session.handshake(sock)
-    assert session.methods(LIBSSH2_METHOD_CRYPT_CS) == cipher
+    assert session.methods(LIBSSH2_METHOD_CRYPT_CS) == session.methods(LIBSSH2_METHOD_CRYPT_SC) \
+        == cipher
     session.userauth_publickey_fromfile(server.user, server.keys.private())
+    return sock, session
+
+
+@pytest.mark.parametrize("cipher", ["chacha20-poly1305@openssh.com", "aes256-ctr",
+                                    "aes256-gcm@openssh.com"])
+def test_method_pref_chooses_cipher(server, cipher):
+    sock, session = login_with_cipher(server, cipher)
     assert run(session, "echo ok")[:2] == (0, b"ok\n")
     sock.close()
 
@@ -69,13 +76,7 @@ def test_cipher_carries_every_packet_size_intact(server, cipher):
     sizes = [1, 2, 15, 16, 17, 31, 32, 33, 4095, 4096, 32768, 34999, 35000, 40000]
     sizes += [rng.randrange(1, 70000) for _ in range(40)]
     data = os.urandom(sum(sizes))
-    sock = socket.create_connection((server.address, server.port))
-    session = Session()
-    session.method_pref(LIBSSH2_METHOD_CRYPT_CS, cipher)
-    session.method_pref(LIBSSH2_METHOD_CRYPT_SC, cipher)
-    session.handshake(sock)
-    assert session.methods(LIBSSH2_METHOD_CRYPT_SC) == cipher
-    session.userauth_publickey_fromfile(server.user, server.keys.private())
+    sock, session = login_with_cipher(server, cipher)
     chan = session.open_session()
     chan.execute("cat; echo done >&2")
     offset = 0
