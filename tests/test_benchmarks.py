@@ -251,3 +251,12 @@ def test_progress_bar_on_a_terminal(tmp_path):
     assert result.returncode == 0, screen
     assert "1 threads ours-blocking" in screen and "1/1" in screen   # the bar's step count
     assert "[bench]   1 threads" not in screen                      # no plain step lines
+
+
+def test_startup_table_has_every_case_of_ours_with_a_median():
+    result = subprocess.run([sys.executable, "-m", "benchmarks.startup", "--runs", "1"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    for case in ("interpreter alone", "import ssh2.session", "import pssh.clients", "pssh --help"):
+        assert re.search(rf"^\| {re.escape(case)} \| \d+ ms \| -?\d+ ms \|$", result.stdout, re.M), \
+            result.stdout

@@ -15,7 +15,6 @@ import logging
 import os
 import posixpath
 import stat
-import tempfile
 from typing import Callable, Iterator, Optional
 
 from pssh import exceptions as exc
@@ -42,6 +41,14 @@ def _part_name(path: str) -> str:
     directory, _, base = path.rpartition("/")
     prefix = directory + "/" if directory or path.startswith("/") else ""
     return f"{prefix}.{base}.{os.urandom(4).hex()}.part"
+
+
+def _local_part_file(local_file: str) -> tuple:
+    """A new, exclusive ``(fd, path)`` beside ``local_file`` for a download in progress:
+    renamed over ``local_file`` once complete, so no truncated file ever has its name."""
+    import tempfile  # ~6 ms of import: paid by the first download, not by every start-up
+    return tempfile.mkstemp(prefix=f".{os.path.basename(local_file)}.", suffix=".part",
+                            dir=os.path.dirname(os.path.abspath(local_file)))
 
 
 class TransferMixin:
@@ -259,8 +266,7 @@ class TransferMixin:
                  callback: Progress = None) -> None:
         """Download one file; ``local_file`` appears only when complete."""
         remote_fh = self._sftp_openfh(sftp.open, remote_file, LIBSSH2_FXF_READ, 0)
-        fd, part = tempfile.mkstemp(prefix=f".{os.path.basename(local_file)}.", suffix=".part",
-                                    dir=os.path.dirname(os.path.abspath(local_file)))
+        fd, part = _local_part_file(local_file)
         os.close(fd)
         try:
             try:
@@ -384,8 +390,7 @@ class TransferMixin:
         except Exception as err:
             raise exc.SCPError("error copying file %s from host %s: %s", remote_file, self.host,
                                err, host=self.host, port=self.port) from err
-        fd, part = tempfile.mkstemp(prefix=f".{os.path.basename(local_file)}.", suffix=".part",
-                                    dir=os.path.dirname(os.path.abspath(local_file)))
+        fd, part = _local_part_file(local_file)
         try:
             with os.fdopen(fd, "wb") as fh:
                 left = info.st_size
