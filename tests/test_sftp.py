@@ -3,6 +3,7 @@ import hashlib
 import os
 import re
 import stat
+import time
 
 import pytest
 
@@ -310,3 +311,53 @@ def test_read_requests_as_large_as_the_server_allows(tmp_path, refused, largest)
     sizes = [int(n) for n in re.findall(r'read "[^"]*" \(handle \d+\) off \d+ len (\d+)',
                                         log_file.read_text())]
     assert max(sizes) == largest
+
+
+_READS = re.compile(r'read "[^"]*" \(handle \d+\) off (\d+) len (\d+)')
+MIB = 1 << 20
+# One read request's largest size against OpenSSH (its limits@openssh.com answer).
+REQUEST = 261120
+# Passes the server's replies on at ~12 MB/s: a slow network path.
+_THROTTLE = ("import os, sys, time\n"
+             "while data := os.read(0, 65536):\n"
+             "    sys.stdout.buffer.write(data); sys.stdout.buffer.flush(); time.sleep(0.005)\n")
+
+
+def _requested_ahead(tmp_path, subsystem_tail, pause):
+    """Read 8 MiB of a 16 MiB file in 2 MiB reads, sleeping ``pause`` before each,
+    then stop: how far past those 8 MiB the client had asked the server to read."""
+    (tmp_path / "big").write_bytes(os.urandom(16 * MIB))
+    log_file = tmp_path / "sftp.log"
+    config = [f"Subsystem sftp {SFTP_SERVER} -e -l DEBUG1 2>>{log_file}{subsystem_tail}"]
+    with OpenSSHServer("127.0.0.72", config=config) as server:
+        sock, session = connect(server)
+        sftp = session.sftp_init()
+        consumed = 0
+        with sftp.open(str(tmp_path / "big"), LIBSSH2_FXF_READ, 0) as fh:
+            while consumed < 8 * MIB:
+                time.sleep(pause)
+                size, _ = fh.read(2 * MIB)
+                assert size > 0
+                consumed += size
+        sock.close()
+        server.wait_for_log(lambda _: bool(_READS.search(log_file.read_text())))
+    return max(int(off) + int(n) for off, n in _READS.findall(log_file.read_text())) - consumed
+
+
+@pytest.mark.skipif(not PATCHED_LIBSSH2, reason="needs the bundled libssh2 with our patches")
+@pytest.mark.skipif(SFTP_SERVER is None, reason="OpenSSH's sftp-server not found")
+def test_a_reader_slower_than_the_server_keeps_a_short_read_ahead(tmp_path):
+    # Replies are waiting at every read: more requests in flight would only make
+    # sshd queue (and copy) megabytes of replies. 2 MiB ahead, plus the request
+    # that crosses that mark; unpatched libssh2 keeps 4 reads = 8 MiB in flight.
+    assert _requested_ahead(tmp_path, "", pause=0.1) <= 2 * MIB + REQUEST
+
+
+@pytest.mark.skipif(not PATCHED_LIBSSH2, reason="needs the bundled libssh2 with our patches")
+@pytest.mark.skipif(SFTP_SERVER is None, reason="OpenSSH's sftp-server not found")
+def test_a_reader_waiting_on_a_slow_path_lengthens_its_read_ahead(tmp_path):
+    throttle = tmp_path / "throttle.py"
+    throttle.write_text(_THROTTLE)
+    ahead = _requested_ahead(tmp_path, f" | python3 {throttle}", pause=0)
+    assert ahead > 2 * MIB + REQUEST
+    assert ahead <= 8 * MIB + REQUEST   # never more than libssh2's own cap
