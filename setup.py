@@ -16,7 +16,7 @@ from build_support.libssh2 import LibSSH2NotFound, locate  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULES = ["session", "channel", "sftp", "sftp_handle", "knownhost", "agent", "pkey",
-           "listener", "fileinfo", "error_codes", "utils", "publickey"]
+           "listener", "fileinfo", "error_codes", "utils", "publickey", "handle"]
 
 
 class BuildExt(build_ext):

@@ -27,14 +27,15 @@ cdef Channel PyChannel(c.LIBSSH2_CHANNEL *channel, Session session, object owner
     """A Channel object for ``channel``; with ``owner``, the channel belongs to that
     object (e.g. the SFTP session's own channel): kept alive by it, never freed here."""
     cdef Channel obj = Channel.__new__(Channel)
-    obj._channel = channel
-    obj.session = session
-    obj._owner = owner
+    if owner is None:
+        obj._adopt(channel, session, session, CHILD_CHANNEL)
+    else:
+        obj._adopt(channel, session, owner, 0)
     return obj
 
 
 @cython.no_gc_clear
-cdef class Channel:
+cdef class Channel(SessionChild):
     """An SSH channel; obtained from ``Session.open_session()`` and friends.
 
     Keeps its session alive. Reads return ``(size, data)``: ``size`` is the
@@ -42,22 +43,13 @@ cdef class Channel:
     non-blocking mode.
     """
 
-    def __cinit__(self):
-        self._channel = NULL
+    _CLOSED = (_exc.ChannelClosedError, "the channel is closed")
 
     def __init__(self):
         raise TypeError("channels come from Session.open_session() and similar calls")
 
-    def __dealloc__(self):
-        if self._channel is not NULL and self.session is not None and self._owner is None:
-            self.session._release(CHILD_CHANNEL, self._channel)
-        self._channel = NULL
-
     cdef c.LIBSSH2_CHANNEL *_ptr(self) except NULL:
-        if self._channel is NULL:
-            raise _exc.ChannelClosedError("the channel is closed")
-        self.session._check()
-        return self._channel
+        return <c.LIBSSH2_CHANNEL *>self._live()
 
     cdef int _call(self, int rc, str context) except -1:
         return self.session._rc(rc, context)

@@ -1,10 +1,9 @@
 from ssh2.c.publickey cimport LIBSSH2_PUBLICKEY
+from ssh2.handle cimport SessionChild
 from ssh2.session cimport Session
 
 
-cdef class PublicKeySystem:
-    cdef LIBSSH2_PUBLICKEY *_pkey
-    cdef readonly Session session
+cdef class PublicKeySystem(SessionChild):
     cdef LIBSSH2_PUBLICKEY *_ptr(self) except NULL
 
 

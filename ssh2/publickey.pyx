@@ -9,6 +9,7 @@ from libc.stdlib cimport malloc, free
 
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport publickey as cpk
+from ssh2.handle cimport SessionChild
 from ssh2.session cimport Session, CHILD_PUBLICKEY, lock, unlock
 
 from ssh2 import exceptions as _exc
@@ -16,8 +17,7 @@ from ssh2 import exceptions as _exc
 
 cdef PublicKeySystem PyPublicKeySystem(cpk.LIBSSH2_PUBLICKEY *pkey, Session session):
     cdef PublicKeySystem obj = PublicKeySystem.__new__(PublicKeySystem)
-    obj._pkey = pkey
-    obj.session = session
+    obj._adopt(pkey, session, session, CHILD_PUBLICKEY)
     return obj
 
 
@@ -66,25 +66,16 @@ class PublicKeyList:
 
 
 @cython.no_gc_clear
-cdef class PublicKeySystem:
+cdef class PublicKeySystem(SessionChild):
     """The publickey subsystem of a session; calls return 0 (or EAGAIN in non-blocking mode)."""
 
-    def __cinit__(self):
-        self._pkey = NULL
+    _CLOSED = (_exc.PublicKeyError, "the publickey subsystem is shut down")
 
     def __init__(self):
         raise TypeError("the publickey subsystem comes from Session.publickey_init()")
 
-    def __dealloc__(self):
-        if self._pkey is not NULL and self.session is not None:
-            self.session._release(CHILD_PUBLICKEY, self._pkey)
-            self._pkey = NULL
-
     cdef cpk.LIBSSH2_PUBLICKEY *_ptr(self) except NULL:
-        if self._pkey is NULL:
-            raise _exc.PublicKeyError("the publickey subsystem is shut down")
-        self.session._check()
-        return self._pkey
+        return <cpk.LIBSSH2_PUBLICKEY *>self._live()
 
     def add(self, bytes name not None, bytes blob not None, char overwrite, list attrs):
         """Add a key (``name``: its algorithm, ``blob``: the key) with ``attrs``
@@ -172,5 +163,5 @@ cdef class PublicKeySystem:
             unlock(self.session._lock)
         if rc == c.LIBSSH2_ERROR_EAGAIN:
             return rc
-        self._pkey = NULL  # freed by libssh2 whatever the result
+        self._raw = NULL  # freed by libssh2 whatever the result
         return self.session._rc(rc, "shutting down the publickey subsystem failed")

@@ -394,15 +394,14 @@ cdef class Session:
                                           <c.libssh2_cb_generic *>_dead_recv)
 
     cdef int _check(self) except -1:
-        """Raise if the session is freed; finish deferred releases.
+        """Notice a closed socket; finish deferred releases.
 
         Once the caller's socket is closed the session is "dead": calls still
         go to libssh2, whose sends and receives then fail at once without
         touching the fd (SocketSendError / SocketRecvError, as with any
-        closed socket; :meth:`_raise` says why).
+        closed socket; :meth:`_raise` says why). (``_session`` itself is never
+        NULL while methods can be called: ``__cinit__`` raises instead.)
         """
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         if not self._dead and self._socket_closed():
             self._mark_dead()
         if self._deferred and not self._dead:
@@ -520,8 +519,6 @@ cdef class Session:
         """
         cdef int fd = sock_fd(sock)
         cdef int rc
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         if self._sock is None:
             self._sock = sock
             self._fd = fd
@@ -557,35 +554,25 @@ cdef class Session:
 
     def set_blocking(self, bint blocking):
         """Blocking (True, default) or non-blocking (False) mode for the session and its children."""
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         with nogil:
             lock(self._lock)
             c.libssh2_session_set_blocking(self._session, blocking)
             unlock(self._lock)
 
     def get_blocking(self):
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         return bool(c.libssh2_session_get_blocking(self._session))
 
     def set_timeout(self, long timeout):
         """Timeout in milliseconds for blocking calls (0: wait forever)."""
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         if timeout < 0:
             raise ValueError("timeout must be >= 0 milliseconds")
         c.libssh2_session_set_timeout(self._session, timeout)
 
     def get_timeout(self):
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         return c.libssh2_session_get_timeout(self._session)
 
     def block_directions(self):
         """After EAGAIN: ``LIBSSH2_SESSION_BLOCK_INBOUND`` and/or ``..._OUTBOUND``."""
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         return c.libssh2_session_block_directions(self._session)
 
     def flag(self, flag, enabled=True):
@@ -595,15 +582,11 @@ cdef class Session:
         cdef int rc
         if not isinstance(flag, FlagType):
             raise TypeError(f"flag must be a ssh2.session.FlagType (LIBSSH2_FLAG_*), not {flag!r}")
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         rc = c.libssh2_session_flag(self._session, int(flag), 1 if enabled else 0)
         return self._rc(rc, f"setting session flag {flag}")
 
     def keepalive_config(self, bint want_reply, unsigned int interval):
         """Send keepalives every ``interval`` seconds from :meth:`keepalive_send`."""
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         c.libssh2_keepalive_config(self._session, want_reply, interval)
 
     def keepalive_send(self):
@@ -630,8 +613,6 @@ cdef class Session:
     def banner_get(self):
         """The server's SSH banner, after the handshake."""
         cdef const char *banner
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         banner = c.libssh2_session_banner_get(self._session)
         return None if banner is NULL else banner.decode("utf-8", "replace")
 
@@ -641,8 +622,6 @@ cdef class Session:
         """Set the comma-separated preference list for a :class:`MethodType`."""
         cdef int kind = _method(method_type)
         cdef bytes b_prefs = to_bytes(prefs)
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         if kind in (c.LIBSSH2_METHOD_CRYPT_CS, c.LIBSSH2_METHOD_CRYPT_SC):
             self._user_crypt_pref = True
         return self._rc(c.libssh2_session_method_pref(self._session, kind, b_prefs),
@@ -652,8 +631,6 @@ cdef class Session:
         """The algorithm negotiated for a :class:`MethodType` (after handshake)."""
         cdef int kind = _method(method_type)
         cdef const char *m
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         m = c.libssh2_session_methods(self._session, kind)
         return None if m is NULL else m.decode()
 
@@ -662,8 +639,6 @@ cdef class Session:
         cdef int kind = _method(method_type)
         cdef const char **algs = NULL
         cdef int i, n
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         n = c.libssh2_session_supported_algs(self._session, kind, &algs)
         self._rc(n, f"listing algorithms for method {method_type}")
         try:
@@ -689,8 +664,6 @@ cdef class Session:
         """The host key's hash (``LIBSSH2_HOSTKEY_HASH_MD5/SHA1/SHA256``) as bytes."""
         cdef const char *digest
         cdef int size
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         if hash_type == c.LIBSSH2_HOSTKEY_HASH_MD5:
             size = 16
         elif hash_type == c.LIBSSH2_HOSTKEY_HASH_SHA1:
@@ -706,8 +679,6 @@ cdef class Session:
 
     def knownhost_init(self):
         """A :class:`ssh2.knownhost.KnownHost` collection bound to this session."""
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         return PyKnownHost(self)
 
     # -- authentication ------------------------------------------------------------
@@ -737,8 +708,6 @@ cdef class Session:
         return methods.decode().split(",")
 
     def userauth_authenticated(self):
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         return bool(c.libssh2_userauth_authenticated(self._session))
 
     def userauth_publickey_fromfile(self, username, privatekey, passphrase="", publickey=None):
@@ -1079,16 +1048,12 @@ cdef class Session:
         """libssh2's message for the last error ('' if none)."""
         cdef char *msg = NULL
         cdef int msg_len = 0
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         c.libssh2_session_last_error(self._session, &msg, &msg_len, 0)
         if msg is NULL:
             return ""
         return msg[:min(<size_t>msg_len, msg_size)].decode("utf-8", "replace")
 
     def last_errno(self):
-        if self._session is NULL:
-            raise _exc.SessionClosedError("the session is closed")
         return c.libssh2_session_last_errno(self._session)
 
     def set_last_error(self, int errcode, errmsg):

@@ -1,11 +1,10 @@
 from ssh2.c cimport sftp as csftp
+from ssh2.handle cimport SessionChild
 from ssh2.session cimport Session
 from ssh2.sftp_handle cimport SFTPHandle
 
 
-cdef class SFTP:
-    cdef csftp.LIBSSH2_SFTP *_sftp
-    cdef readonly Session session
+cdef class SFTP(SessionChild):
     cdef csftp.LIBSSH2_SFTP *_ptr(self) except NULL
     cdef int _raise(self, int rc, str context) except -1
     cdef int _rc(self, int rc, str context) except -1

@@ -4,6 +4,7 @@ cimport cython
 
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport sftp as csftp
+from ssh2.handle cimport SessionChild
 from ssh2.session cimport Session, CHILD_SFTP, lock, unlock
 from ssh2.sftp_handle cimport (SFTPHandle, SFTPAttributes, SFTPStatVFS, PySFTPHandle,
                                TRANSFER_CHUNK)
@@ -78,13 +79,12 @@ LIBSSH2_FX_LINK_LOOP = csftp.LIBSSH2_FX_LINK_LOOP
 
 cdef SFTP PySFTP(csftp.LIBSSH2_SFTP *sftp, Session session):
     cdef SFTP obj = SFTP.__new__(SFTP)
-    obj._sftp = sftp
-    obj.session = session
+    obj._adopt(sftp, session, session, CHILD_SFTP)
     return obj
 
 
 @cython.no_gc_clear
-cdef class SFTP:
+cdef class SFTP(SessionChild):
     """The SFTP subsystem; from ``Session.sftp_init()``.
 
     Paths may be str (UTF-8) or bytes. In non-blocking mode calls return
@@ -93,27 +93,18 @@ cdef class SFTP:
     status (``SFTPNoSuchFileError``, ``SFTPPermissionDeniedError``, ...).
     """
 
-    def __cinit__(self):
-        self._sftp = NULL
+    _CLOSED = (_exc.SFTPError, "the SFTP session is closed")
 
     def __init__(self):
         raise TypeError("SFTP objects come from Session.sftp_init()")
 
-    def __dealloc__(self):
-        if self._sftp is not NULL and self.session is not None:
-            self.session._release(CHILD_SFTP, self._sftp)
-            self._sftp = NULL
-
     cdef csftp.LIBSSH2_SFTP *_ptr(self) except NULL:
-        if self._sftp is NULL:
-            raise _exc.SFTPError("the SFTP session is closed")
-        self.session._check()
-        return self._sftp
+        return <csftp.LIBSSH2_SFTP *>self._live()
 
     cdef int _raise(self, int rc, str context) except -1:
         cdef unsigned long status = 0
-        if rc == c.LIBSSH2_ERROR_SFTP_PROTOCOL and self._sftp is not NULL:
-            status = csftp.libssh2_sftp_last_error(self._sftp)
+        if rc == c.LIBSSH2_ERROR_SFTP_PROTOCOL and self._raw is not NULL:
+            status = csftp.libssh2_sftp_last_error(<csftp.LIBSSH2_SFTP *>self._raw)
             exc = _exc.error_for(rc, "the server refused", sftp_status=status, context=context)
             raise exc
         return self.session._raise(rc, context)

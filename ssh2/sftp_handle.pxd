@@ -1,4 +1,5 @@
 from ssh2.c cimport sftp as csftp
+from ssh2.handle cimport SessionChild
 from ssh2.sftp cimport SFTP
 
 
@@ -8,8 +9,7 @@ cdef enum:
     TRANSFER_CHUNK = 2097152
 
 
-cdef class SFTPHandle:
-    cdef csftp.LIBSSH2_SFTP_HANDLE *_handle
+cdef class SFTPHandle(SessionChild):
     cdef readonly SFTP sftp
     # read()'s landing buffer for large reads, kept for the handle's life.
     cdef char *_scratch

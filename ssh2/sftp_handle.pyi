@@ -1,5 +1,6 @@
 from typing import Callable, Iterator, Optional, Tuple, Union
 
+from ssh2.session import Session
 from ssh2.sftp import SFTP
 
 _EAGAIN = int
@@ -40,6 +41,7 @@ class SFTPStatVFS:
 
 class SFTPHandle:
     sftp: SFTP
+    session: Session
     @property
     def closed(self) -> bool: ...
     def __enter__(self) -> "SFTPHandle": ...

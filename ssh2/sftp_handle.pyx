@@ -11,6 +11,7 @@ from posix.unistd cimport read as c_read, write as c_write
 
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport sftp as csftp
+from ssh2.handle cimport SessionChild
 from ssh2.session cimport Session, CHILD_SFTP_HANDLE, lock, unlock
 from ssh2.sftp cimport SFTP
 from ssh2.utils cimport to_bytes
@@ -44,7 +45,7 @@ cdef Py_ssize_t _write_all(int fd, const char *buf, Py_ssize_t n) noexcept nogil
 
 cdef SFTPHandle PySFTPHandle(csftp.LIBSSH2_SFTP_HANDLE *handle, SFTP sftp):
     cdef SFTPHandle obj = SFTPHandle.__new__(SFTPHandle)
-    obj._handle = handle
+    obj._adopt(handle, sftp.session, sftp, CHILD_SFTP_HANDLE)
     obj.sftp = sftp
     return obj
 
@@ -56,34 +57,28 @@ cdef SFTPAttributes PySFTPAttributes(const csftp.LIBSSH2_SFTP_ATTRIBUTES *attrs)
 
 
 @cython.no_gc_clear
-cdef class SFTPHandle:
+cdef class SFTPHandle(SessionChild):
     """An open remote file or directory. Iterate it for ``(size, data)`` chunks;
     use it as a context manager to close it."""
 
-    def __cinit__(self):
-        self._handle = NULL
+    _CLOSED = (_exc.SFTPHandleError, "the SFTP handle is closed")
 
     def __init__(self):
         raise TypeError("handles come from SFTP.open() and SFTP.opendir()")
 
     def __dealloc__(self):
-        if self._handle is not NULL and self.sftp is not None:
-            self.sftp.session._release(CHILD_SFTP_HANDLE, self._handle)
-            self._handle = NULL
+        # SessionChild's finaliser, which runs after this one, frees the handle.
         free(self._scratch)
         self._scratch = NULL
 
     cdef csftp.LIBSSH2_SFTP_HANDLE *_ptr(self) except NULL:
-        if self._handle is NULL:
-            raise _exc.SFTPHandleError("the SFTP handle is closed")
-        self.sftp._ptr()
-        return self._handle
+        return <csftp.LIBSSH2_SFTP_HANDLE *>self._live()
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc_info):
-        if self._handle is not NULL:
+        if self._raw is not NULL:
             self.close()
 
     def __iter__(self):
@@ -97,21 +92,21 @@ cdef class SFTPHandle:
 
     @property
     def closed(self):
-        return self._handle is NULL
+        return self._raw is NULL
 
     def close(self):
         """Close the handle. Returns 0, or EAGAIN (call again) in non-blocking mode."""
         cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
         cdef int rc
         with nogil:
-            lock(self.sftp.session._lock)
+            lock(self.session._lock)
             rc = csftp.libssh2_sftp_close_handle(h)
-            unlock(self.sftp.session._lock)
+            unlock(self.session._lock)
         if rc == c.LIBSSH2_ERROR_EAGAIN:
             return rc
         # libssh2 frees the handle on every return but EAGAIN, errors included:
         # keeping the pointer would make the finaliser free it twice.
-        self._handle = NULL
+        self._raw = NULL
         free(self._scratch)
         self._scratch = NULL
         self._scratch_size = 0
@@ -133,9 +128,9 @@ cdef class SFTPHandle:
             raise MemoryError()
         buf = bytes_data(raw)
         with nogil:
-            lock(self.sftp.session._lock)
+            lock(self.session._lock)
             rc = csftp.libssh2_sftp_read(h, buf, size)
-            unlock(self.sftp.session._lock)
+            unlock(self.session._lock)
         data = bytes_take(raw, rc, size)
         if rc < 0:
             self.sftp._rc(rc, "reading the remote file failed")
@@ -165,7 +160,7 @@ cdef class SFTPHandle:
         cdef Py_ssize_t rc
         cdef char *grown
         with nogil:
-            lock(self.sftp.session._lock)
+            lock(self.session._lock)
             if self._scratch_size < size:
                 grown = <char *>realloc(self._scratch, size)
                 if grown is NULL:
@@ -178,7 +173,7 @@ cdef class SFTPHandle:
         try:
             data = PyBytes_FromStringAndSize(self._scratch, rc) if rc > 0 else b""
         finally:
-            unlock(self.sftp.session._lock)
+            unlock(self.session._lock)
         if rc == c.LIBSSH2_ERROR_ALLOC:
             raise MemoryError()
         if rc < 0:
@@ -199,9 +194,9 @@ cdef class SFTPHandle:
             if view.len == 0:
                 raise ValueError("buffer is empty")
             with nogil:
-                lock(self.sftp.session._lock)
+                lock(self.session._lock)
                 rc = csftp.libssh2_sftp_read(h, <char *>view.buf, view.len)
-                unlock(self.sftp.session._lock)
+                unlock(self.session._lock)
         finally:
             PyBuffer_Release(&view)
         return self.sftp._rc(rc, "reading the remote file failed")
@@ -216,9 +211,9 @@ cdef class SFTPHandle:
         cdef Py_ssize_t rc = 0
         with nogil:
             while remaining > 0:
-                lock(self.sftp.session._lock)
+                lock(self.session._lock)
                 rc = csftp.libssh2_sftp_write(h, c_buf + total, remaining)
-                unlock(self.sftp.session._lock)
+                unlock(self.session._lock)
                 if rc < 0:
                     break
                 total += rc
@@ -250,9 +245,9 @@ cdef class SFTPHandle:
             while True:
                 with nogil:
                     while True:
-                        lock(self.sftp.session._lock)
+                        lock(self.session._lock)
                         n = csftp.libssh2_sftp_read(h, buf, chunk_size)
-                        unlock(self.sftp.session._lock)
+                        unlock(self.session._lock)
                         if n <= 0:
                             break
                         if _write_all(fd, buf, n) < 0:
@@ -307,9 +302,9 @@ cdef class SFTPHandle:
                                 n = 0
                                 break
                         # Same pointer and length after EAGAIN, as libssh2 requires.
-                        lock(self.sftp.session._lock)
+                        lock(self.session._lock)
                         n = csftp.libssh2_sftp_write(h, buf + sent, filled - sent)
-                        unlock(self.sftp.session._lock)
+                        unlock(self.session._lock)
                         if n < 0:
                             break
                         sent += n
@@ -335,10 +330,10 @@ cdef class SFTPHandle:
         cdef char *c_long = NULL if longentry is None else <char *>longentry
         cdef int rc
         with nogil:
-            lock(self.sftp.session._lock)
+            lock(self.session._lock)
             rc = csftp.libssh2_sftp_readdir_ex(h, c_name, buffer_maxlen, c_long,
                                                longentry_maxlen, &attrs._attrs)
-            unlock(self.sftp.session._lock)
+            unlock(self.session._lock)
         self.sftp._rc(rc, "reading the remote directory failed")
         if rc <= 0:
             return rc, b"", b"", None
@@ -370,9 +365,9 @@ cdef class SFTPHandle:
         cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
         cdef int rc
         with nogil:
-            lock(self.sftp.session._lock)
+            lock(self.session._lock)
             rc = csftp.libssh2_sftp_fstat_ex(h, &attrs._attrs, setstat)
-            unlock(self.sftp.session._lock)
+            unlock(self.session._lock)
         return self.sftp._rc(rc, "fstat on the remote file failed")
 
     def fstat(self):
@@ -381,9 +376,9 @@ cdef class SFTPHandle:
         cdef SFTPAttributes attrs = SFTPAttributes.__new__(SFTPAttributes)
         cdef int rc
         with nogil:
-            lock(self.sftp.session._lock)
+            lock(self.session._lock)
             rc = csftp.libssh2_sftp_fstat_ex(h, &attrs._attrs, 0)
-            unlock(self.sftp.session._lock)
+            unlock(self.session._lock)
         self.sftp._rc(rc, "fstat on the remote file failed")
         return rc if rc == c.LIBSSH2_ERROR_EAGAIN else attrs
 
@@ -391,9 +386,9 @@ cdef class SFTPHandle:
         cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
         cdef int rc
         with nogil:
-            lock(self.sftp.session._lock)
+            lock(self.session._lock)
             rc = csftp.libssh2_sftp_fstat_ex(h, &attrs._attrs, 1)
-            unlock(self.sftp.session._lock)
+            unlock(self.session._lock)
         return self.sftp._rc(rc, "setting attributes of the remote file failed")
 
     def fstatvfs(self):
@@ -401,9 +396,9 @@ cdef class SFTPHandle:
         cdef SFTPStatVFS st = SFTPStatVFS.__new__(SFTPStatVFS)
         cdef int rc
         with nogil:
-            lock(self.sftp.session._lock)
+            lock(self.session._lock)
             rc = csftp.libssh2_sftp_fstatvfs(h, &st._st)
-            unlock(self.sftp.session._lock)
+            unlock(self.session._lock)
         self.sftp._rc(rc, "fstatvfs on the remote file failed")
         return rc if rc == c.LIBSSH2_ERROR_EAGAIN else st
 
@@ -412,17 +407,17 @@ cdef class SFTPHandle:
         cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
         cdef int rc
         with nogil:
-            lock(self.sftp.session._lock)
+            lock(self.session._lock)
             rc = csftp.libssh2_sftp_fsync(h)
-            unlock(self.sftp.session._lock)
+            unlock(self.session._lock)
         return self.sftp._rc(rc, "fsync on the remote file failed")
 
     def seek64(self, unsigned long long offset):
         cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
         with nogil:
-            lock(self.sftp.session._lock)
+            lock(self.session._lock)
             csftp.libssh2_sftp_seek64(h, offset)
-            unlock(self.sftp.session._lock)
+            unlock(self.session._lock)
 
     def seek(self, unsigned long long offset):
         self.seek64(offset)

@@ -10,7 +10,7 @@ import ssh2
 
 PACKAGE_DIR = os.path.dirname(ssh2.__file__)
 COMPILED = ["session", "channel", "sftp", "sftp_handle", "knownhost", "agent", "pkey",
-            "listener", "fileinfo", "error_codes", "utils", "publickey"]
+            "listener", "fileinfo", "error_codes", "utils", "publickey", "handle"]
 
 
 def stub_names(module_name):
