@@ -86,6 +86,22 @@ def test_large_output_and_stderr_do_not_stall(group, known_hosts):
         assert host_output.exit_code == 0
 
 
+def test_streaming_fifty_megabytes_holds_little_in_memory(group, known_hosts):
+    # Each read lets the server send more: reading "all that is there" before
+    # handing out a line kept up to the whole output in memory.
+    import tracemalloc
+    client = client_for(group, known_hosts, hosts=group.hosts[:1])
+    output = client.run_command("head -c 52428800 /dev/zero | tr '\\0' x | fold -w 1000")
+    tracemalloc.start()
+    try:
+        total = sum(len(line) for line in output[0].stdout)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert total == 52428800
+    assert peak < 4 * 1024 * 1024, f"{peak} bytes held while streaming"
+
+
 def test_stdin(group, known_hosts):
     client = client_for(group, known_hosts, hosts=group.hosts[:1])
     out = client.run_command("cat; echo done")[0]

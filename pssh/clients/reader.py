@@ -142,11 +142,13 @@ class ChannelReader:
 
     # -- reading ---------------------------------------------------------------
 
-    def _read_some(self, stream: int) -> bool:
-        """Move what libssh2 has for ``stream`` into its buffer; True if anything came."""
+    def _read_some(self, stream: int, enough: bool = False) -> bool:
+        """Move what libssh2 has for ``stream`` into its buffer; True if anything came.
+        With ``enough``, stop at the first chunk: each read lets the server send more, and
+        a fast server would otherwise fill the buffer faster than it is consumed."""
         buffer = self._buffers[stream]
         progress = False
-        while not buffer.eof.is_set():
+        while not buffer.eof.is_set() and not (enough and buffer._chunks):
             if self.closed:
                 buffer.eof.set()
                 return True
@@ -177,7 +179,7 @@ class ChannelReader:
         """
         buffer = self._buffers[stream]
         while not buffer._chunks and not buffer.eof.is_set():
-            if self._read_some(stream) or self._read_some(1 - stream):
+            if self._read_some(stream, enough=True) or self._read_some(1 - stream):
                 continue
             if not self._pending():
                 left = remaining(deadline)
