@@ -12,7 +12,6 @@ Also here: the keepalive loop with lost-server detection (ServerAliveCountMax).
 from __future__ import annotations
 
 import logging
-import time
 import weakref
 from typing import Callable, List, Optional
 
@@ -22,6 +21,7 @@ from gevent.lock import Semaphore
 from gevent.hub import get_hub
 
 from pssh import exceptions as exc
+from pssh.deadlines import UNSET, deadline_after, remaining
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
@@ -29,25 +29,6 @@ from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OU
 log = logging.getLogger("pssh.driver")
 
 _READ, _WRITE = 1, 2  # libev event bits
-
-
-class _Unset:
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-#: "Use the driver's own timeout" (``None`` means no limit).
-UNSET = _Unset()
-
-
-def deadline_after(timeout: Optional[float]) -> Optional[float]:
-    """The monotonic time ``timeout`` seconds from now (None: no deadline)."""
-    return None if timeout is None else time.monotonic() + timeout
-
-
-def remaining(deadline: Optional[float]) -> Optional[float]:
-    """Seconds left until ``deadline`` (never negative; None: no deadline)."""
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 class SessionDriver:

@@ -18,6 +18,7 @@ import stat
 from typing import Callable, Iterator, Optional
 
 from pssh import exceptions as exc
+from pssh.partial_files import local_part_file, remote_part_name
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
@@ -34,21 +35,6 @@ DIR_MODE = 0o755
 
 def _is_dir(attrs) -> bool:
     return attrs.permissions & LIBSSH2_SFTP_S_IFMT == LIBSSH2_SFTP_S_IFDIR
-
-
-def _part_name(path: str) -> str:
-    """A temporary name beside ``path`` (a remote POSIX path)."""
-    directory, _, base = path.rpartition("/")
-    prefix = directory + "/" if directory or path.startswith("/") else ""
-    return f"{prefix}.{base}.{os.urandom(4).hex()}.part"
-
-
-def _local_part_file(local_file: str) -> tuple:
-    """A new, exclusive ``(fd, path)`` beside ``local_file`` for a download in progress:
-    renamed over ``local_file`` once complete, so no truncated file ever has its name."""
-    import tempfile  # ~6 ms of import: paid by the first download, not by every start-up
-    return tempfile.mkstemp(prefix=f".{os.path.basename(local_file)}.", suffix=".part",
-                            dir=os.path.dirname(os.path.abspath(local_file)))
 
 
 class TransferMixin:
@@ -182,7 +168,7 @@ class TransferMixin:
         """Upload one file (with the local file's permission bits); the remote file
         appears under its name only when complete."""
         mode = stat.S_IMODE(os.stat(local_file).st_mode)
-        part = _part_name(remote_file)
+        part = remote_part_name(remote_file)
         flags = LIBSSH2_FXF_CREAT | LIBSSH2_FXF_WRITE | LIBSSH2_FXF_TRUNC | LIBSSH2_FXF_EXCL
         remote_fh = self._sftp_openfh(sftp.open, part, flags, mode)
         try:
@@ -266,7 +252,7 @@ class TransferMixin:
                  callback: Progress = None) -> None:
         """Download one file; ``local_file`` appears only when complete."""
         remote_fh = self._sftp_openfh(sftp.open, remote_file, LIBSSH2_FXF_READ, 0)
-        fd, part = _local_part_file(local_file)
+        fd, part = local_part_file(local_file)
         os.close(fd)
         try:
             try:
@@ -390,7 +376,7 @@ class TransferMixin:
         except Exception as err:
             raise exc.SCPError("error copying file %s from host %s: %s", remote_file, self.host,
                                err, host=self.host, port=self.port) from err
-        fd, part = _local_part_file(local_file)
+        fd, part = local_part_file(local_file)
         try:
             with os.fdopen(fd, "wb") as fh:
                 left = info.st_size

@@ -1,0 +1,345 @@
+"""``connect()`` and :class:`SSHClientConnection`: one host on the running asyncio loop.
+
+Settings resolve as for the gevent client (:class:`pssh.options.ConnectOptions`:
+arguments, then the OpenSSH client config, then the defaults), the host key is
+checked against known_hosts with the same code and policies, and every libssh2
+call, the handshake and logins included, waits through
+:class:`~pssh.aio.driver.AsyncSessionDriver`.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from typing import Optional, Sequence, Union
+
+from pssh import exceptions as exc
+from pssh.aio.driver import AsyncSessionDriver, deadline_after, remaining
+from pssh.aio.exceptions import HostKeyNotVerifiable, PermissionDenied, ProcessError
+from pssh.aio.process import ChannelStreams, SSHClientProcess, SSHCompletedProcess
+from pssh.keys import inspect_key, inspect_key_file
+from pssh.known_hosts import prefer_certificates, verify_host_key
+from pssh.options import ConnectOptions, ssh_config_of
+from pssh.ssh_config import SSHConfig
+from ssh2 import exceptions as ssh2_exc
+from ssh2.session import (LIBSSH2_FLAG_EARLY_USERAUTH, LIBSSH2_FLAG_PUBLICKEY_NO_QUERY,
+                          PATCHED_LIBSSH2, Session)
+
+log = logging.getLogger("pssh.aio")
+
+#: Key files tried when no ``client_keys`` are given, unless the ssh config names some.
+DEFAULT_IDENTITIES = tuple(os.path.expanduser(os.path.join("~", ".ssh", name))
+                           for name in ("id_ed25519", "id_ecdsa", "id_rsa"))
+
+Key = Union[str, bytes]
+_NOT_GIVEN = object()
+
+
+class _AwaitableContext:
+    """``await it`` or ``async with it as x``: asyncssh's calling styles for ``connect`` and
+    ``start_sftp_client``."""
+
+    def __init__(self, coro) -> None:
+        self._coro = coro
+        self._value = None
+
+    def __await__(self):
+        return self._coro.__await__()
+
+    async def __aenter__(self):
+        self._value = await self._coro
+        return await self._value.__aenter__()
+
+    async def __aexit__(self, *exc_info):
+        return await self._value.__aexit__(*exc_info)
+
+
+def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = None,
+            client_keys: Optional[Sequence[Key]] = None, password: Optional[str] = None,
+            passphrase: Optional[str] = None, known_hosts=_NOT_GIVEN,
+            host_key_policy: Optional[str] = None, connect_timeout: Optional[float] = None,
+            timeout: Optional[float] = None, agent_path=_NOT_GIVEN,
+            ssh_config: Union[str, SSHConfig, bool, None] = None,
+            compress: Optional[bool] = None) -> _AwaitableContext:
+    """Connect to ``host``, check its host key, log in; ``await`` it or ``async with`` it.
+
+    asyncssh's names: ``username``, ``client_keys`` (key file paths or key
+    data; default: the agent, then ``~/.ssh/id_*``), ``passphrase``,
+    ``password``, ``known_hosts`` (a file; ``None`` turns host key checking
+    off, which is logged), ``connect_timeout`` (connection, handshake and login
+    as a whole), ``agent_path`` (``None``: no agent). Ours as well:
+    ``host_key_policy`` (``"accept-new"`` by default, ``"strict"``, ``"off"``),
+    ``timeout`` (each later request as a whole), ``ssh_config``, ``compress``.
+    """
+    policy = host_key_policy
+    if known_hosts is None:
+        policy = "off"
+    options = ConnectOptions(
+        user=username, port=port, password=password, passphrase=passphrase, timeout=timeout,
+        known_hosts=None if known_hosts in (None, _NOT_GIVEN) else os.fspath(known_hosts),
+        host_key_policy=policy, compress=compress,
+        allow_agent=False if agent_path is None else None)
+    return _AwaitableContext(_connect(host, options, ssh_config, client_keys, connect_timeout,
+                                      None if agent_path in (None, _NOT_GIVEN) else agent_path))
+
+
+async def _connect(host, options, ssh_config, client_keys, connect_timeout, agent_path):
+    resolved = options.resolve(host, ssh_config_of(ssh_config))
+    limit = connect_timeout if connect_timeout is not None else resolved.connect_timeout
+    deadline = deadline_after(limit)
+    sock = await _open_socket(resolved.hostname, resolved.port, host, limit)
+    conn = SSHClientConnection(host, resolved, sock)
+    try:
+        await conn._start(deadline, client_keys, agent_path)
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+async def _open_socket(hostname: str, port: int, host: str, limit: float) -> socket.socket:
+    """A connected non-blocking TCP socket to ``hostname:port``, within ``limit`` seconds."""
+    loop = asyncio.get_running_loop()
+    try:
+        try:
+            # An IP address needs no resolver: no hop to the loop's executor thread.
+            infos = socket.getaddrinfo(hostname, port, type=socket.SOCK_STREAM,
+                                       proto=socket.IPPROTO_TCP, flags=socket.AI_NUMERICHOST)
+        except socket.gaierror:
+            infos = await asyncio.wait_for(
+                loop.getaddrinfo(hostname, port, type=socket.SOCK_STREAM,
+                                 proto=socket.IPPROTO_TCP), limit)
+    except socket.gaierror as err:
+        raise exc.UnknownHostError("cannot resolve host name %s: %s", hostname,
+                                   err.strerror or err, host=host, port=port) from None
+    except asyncio.TimeoutError:
+        raise exc.ConnectTimeout.at(host, port, f"resolving took over {limit} s") from None
+    refused = None
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        sock.setblocking(False)
+        try:
+            await asyncio.wait_for(loop.sock_connect(sock, address), limit)
+            return sock
+        except ConnectionRefusedError as err:
+            sock.close()
+            refused = err
+        except asyncio.TimeoutError:
+            sock.close()
+            raise exc.ConnectTimeout.at(host, port, f"cannot connect: no answer within "
+                                                    f"{limit} s") from None
+        except BaseException as err:
+            sock.close()
+            if isinstance(err, OSError):
+                raise exc.ConnectionError.at(host, port, f"cannot connect: "
+                                             f"{err.strerror or err}") from None
+            raise
+    raise exc.ConnectionRefused(refused.errno, refused.strerror, host, port)
+
+
+class SSHClientConnection:
+    """An authenticated SSH connection (asyncssh's name); from :func:`connect`."""
+
+    def __init__(self, host: str, resolved, sock: socket.socket) -> None:
+        self.host = host
+        self.port = resolved.port
+        self.username = resolved.user
+        self._resolved = resolved
+        self.session = Session()
+        self.session.set_blocking(False)
+        self._driver = AsyncSessionDriver(sock, self.session, host, self.port, resolved.timeout)
+        self._closed = asyncio.Event()
+
+    # -- connecting --------------------------------------------------------------------
+
+    async def _start(self, deadline, client_keys, agent_path) -> None:
+        session, options = self.session, self._resolved.options
+        if PATCHED_LIBSSH2:
+            session.flag(LIBSSH2_FLAG_EARLY_USERAUTH)  # login request right after the handshake
+        if options.compress:
+            from ssh2.session import LIBSSH2_FLAG_COMPRESS
+            session.flag(LIBSSH2_FLAG_COMPRESS)
+        if options.host_key_policy != "off":
+            prefer_certificates(session, self._resolved.host_key_name, self.port,
+                                options.known_hosts)
+        await self._driver.eagain(session.handshake, self._driver.sock,
+                                  timeout=_left(deadline), what="SSH handshake")
+        try:
+            verify_host_key(session, self._resolved.host_key_name, self.port,
+                            options.host_key_policy, options.known_hosts)
+        except exc.HostKeyError as err:
+            raise HostKeyNotVerifiable(*err.args, host=err.host, port=err.port) from err
+        await self._login(deadline, client_keys, agent_path)
+
+    async def _login(self, deadline, client_keys, agent_path) -> None:
+        """Keys given (and nothing else), else the agent, then the default identities;
+        then the password. :class:`PermissionDenied` says what was tried."""
+        tried = []
+        options = self._resolved.options
+        passphrase = options.passphrase or options.password or ""
+        if client_keys is not None:
+            keys = list(client_keys)
+        else:
+            keys = []
+            if options.allow_agent and (agent_path or os.environ.get("SSH_AUTH_SOCK")):
+                if await self._agent_login(deadline, agent_path, tried):
+                    return
+            keys = [path for path in (self._resolved.identity_files or DEFAULT_IDENTITIES)
+                    if os.path.isfile(path)]
+        for key in keys:
+            if await self._key_login(key, passphrase, deadline, tried):
+                return
+        if options.password is not None:
+            tried.append("password")
+            if await self._attempt(self.session.userauth_password, self.username,
+                                   options.password, deadline=deadline, what="password"):
+                return
+        raise PermissionDenied.at(self.host, self.port, f"authentication as {self.username!r} "
+                                  f"failed (tried: {', '.join(tried) or 'nothing'})")
+
+    async def _attempt(self, method, *args, deadline, what: str) -> bool:
+        try:
+            await self._driver.eagain(method, *args, timeout=_left(deadline), what=what)
+        except ssh2_exc.AuthenticationError as err:
+            log.debug("%s: %s refused: %s", self.host, what, err)
+            return False
+        return bool(self.session.userauth_authenticated())
+
+    async def _key_login(self, key: Key, passphrase: str, deadline, tried: list) -> bool:
+        if PATCHED_LIBSSH2:
+            self.session.flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY)  # sign at once: a round trip less
+        if isinstance(key, (bytes, bytearray)):
+            info = inspect_key(bytes(key), "the private key given in memory")
+            name = "key from memory"
+        else:
+            key = os.path.expanduser(os.fspath(key))
+            info = inspect_key_file(key)
+            name = f"key {key}"
+        if info.encrypted and not passphrase:
+            raise exc.PKeyFileError("%s is encrypted: give its passphrase (passphrase=)", name,
+                                    host=self.host, port=self.port)
+        tried.append(name)
+        if isinstance(key, bytes):
+            return await self._attempt(self.session.userauth_publickey_frommemory, self.username,
+                                       key, passphrase, deadline=deadline, what=name)
+        public = key + ".pub" if os.path.exists(key + ".pub") else None
+        return await self._attempt(self.session.userauth_publickey_fromfile, self.username,
+                                   key, passphrase, public, deadline=deadline, what=name)
+
+    async def _agent_login(self, deadline, agent_path, tried: list) -> bool:
+        # The agent is a local socket that answers at once: talked to directly.
+        if PATCHED_LIBSSH2:
+            self.session.flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, False)  # an agent may prompt
+        agent = self.session.agent_init()
+        if agent_path:
+            agent.set_identity_path(agent_path)
+        try:
+            agent.connect()
+            identities = agent.get_identities()
+        except ssh2_exc.SSH2Error as err:
+            log.debug("%s: no agent: %s", self.host, err)
+            return False
+        try:
+            for identity in identities:
+                name = f"agent key {identity.comment.decode(errors='replace')}"
+                tried.append(name)
+                if await self._attempt(agent.userauth, self.username, identity,
+                                       deadline=deadline, what=name):
+                    return True
+            return False
+        finally:
+            try:
+                agent.disconnect()
+            except ssh2_exc.SSH2Error:
+                pass
+
+    # -- commands ------------------------------------------------------------------------
+
+    async def _open(self, command: str, env, term_type, term_size) -> "ChannelStreams":
+        if self.session is None:
+            raise exc.SessionError.at(self.host, self.port, "the connection is closed")
+        channel = await self._driver.exclusive(self.session.open_session,
+                                               what="opening a channel")
+        streams = ChannelStreams(self._driver, channel, None)
+        try:
+            for name, value in (env or {}).items():
+                await self._driver.eagain(channel.setenv, str(name), str(value),
+                                          what="setting the environment")
+            if term_type:
+                width, height = term_size or (80, 24)
+                await self._driver.eagain(channel.pty, term_type, width, height,
+                                          what="asking for a terminal")
+            await self._driver.eagain(channel.execute, command, what="starting the command")
+        except BaseException:
+            streams.closed = True
+            raise
+        return streams
+
+    async def create_process(self, command: str, *, env=None, term_type: Optional[str] = None,
+                             term_size=None, encoding: Optional[str] = "utf-8",
+                             errors: str = "strict") -> SSHClientProcess:
+        """Start ``command``; its ``stdin``, ``stdout``, ``stderr`` are streams."""
+        streams = await self._open(command, env, term_type, term_size)
+        return SSHClientProcess(streams, command, encoding, errors)
+
+    async def run(self, command: str, *, check: bool = False,
+                  input: Union[str, bytes, None] = None, env=None,
+                  term_type: Optional[str] = None, timeout: Optional[float] = None,
+                  encoding: Optional[str] = "utf-8",
+                  errors: str = "strict") -> SSHCompletedProcess:
+        """Run ``command`` to its end: its output and exit status. ``check``: raise
+        :class:`ProcessError` unless it exits 0. ``input``: its standard input.
+        ``timeout``: the whole run (:class:`pssh.exceptions.Timeout`)."""
+        process = await self.create_process(command, env=env, term_type=term_type,
+                                            encoding=encoding, errors=errors)
+        try:
+            if input is not None:
+                process.stdin.write(input)
+            process.stdin.write_eof()
+            result = await process.wait(timeout)
+        except BaseException:
+            self._abandon(process._streams)
+            raise
+        if check and result.exit_status != 0:
+            raise ProcessError(self.host, self.port, command, result.exit_status,
+                               result.exit_signal, result.stdout, result.stderr)
+        return result
+
+    def _abandon(self, streams: ChannelStreams) -> None:
+        """A command given up (cancelled, timed out): its channel is of no further use; the
+        connection, which may be mid-packet, is closed so that nothing half-done remains."""
+        streams.closed = True
+        self.close()
+
+    # -- SFTP ------------------------------------------------------------------------------
+
+    def start_sftp_client(self) -> _AwaitableContext:
+        """An SFTP client on this connection; ``await`` it or ``async with`` it."""
+        from pssh.aio.sftp import start_sftp_client
+        return _AwaitableContext(start_sftp_client(self))
+
+    # -- ending ----------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the connection at once (idempotent)."""
+        if self.session is None:
+            return
+        self.session = None
+        self._driver.close()
+        self._closed.set()
+
+    async def wait_closed(self) -> None:
+        await self._closed.wait()
+
+    async def __aenter__(self) -> "SSHClientConnection":
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        self.close()
+
+
+def _left(deadline) -> float:
+    """Seconds left before ``deadline`` (at least a sliver: the next wait then times out)."""
+    left = remaining(deadline)
+    return None if left is None else max(left, 1e-3)

@@ -1,0 +1,273 @@
+"""Commands on the asyncio front end: a running process's streams and its result.
+
+:class:`ChannelStreams` is the asyncio counterpart of
+:class:`pssh.clients.reader.ChannelReader`: output is read on demand, never in
+the background (memory stays bounded by what was read and not yet consumed),
+and whenever the stream asked for has nothing, the other stream is drained
+first, because both share one flow-control window.
+"""
+from __future__ import annotations
+
+import codecs
+from collections import deque
+from dataclasses import dataclass
+from typing import AsyncIterator, Optional, Union
+
+from pssh import exceptions as exc
+from pssh.aio.driver import UNSET, AsyncSessionDriver, deadline_after, remaining
+from pssh.aio.exceptions import _returncode
+
+CHUNK = 65536
+
+
+@dataclass
+class SSHCompletedProcess:
+    """What :meth:`SSHClientConnection.run` returns (asyncssh's fields)."""
+
+    command: str
+    exit_status: Optional[int]
+    #: ``(signal name, core dumped, message, language)`` if killed by a signal, else None.
+    exit_signal: Optional[tuple]
+    stdout: Union[str, bytes]
+    stderr: Union[str, bytes]
+
+    @property
+    def returncode(self) -> Optional[int]:
+        """``exit_status``, or minus the signal number when killed by a known signal."""
+        return _returncode(self.exit_status, self.exit_signal)
+
+
+class ChannelStreams:
+    """A command's channel: both output streams, standard input, the exit status."""
+
+    def __init__(self, driver: AsyncSessionDriver, channel, read_timeout: Optional[float]):
+        self.driver = driver
+        self.channel = channel
+        self.read_timeout = read_timeout
+        self._chunks = (deque(), deque())
+        self._eof = [False, False]
+        self.closed = False
+        self.exit_status: Optional[int] = None
+        self.exit_signal: Optional[tuple] = None
+
+    def _read_some(self, stream: int, enough: bool = False) -> bool:
+        """Move what libssh2 holds for ``stream`` into its buffer; True if anything came.
+        With ``enough``, stop at the first chunk: each read lets the server send more, and
+        a fast server would otherwise fill the buffer faster than it is consumed."""
+        progress = False
+        while not self._eof[stream] and not (enough and self._chunks[stream]):
+            size, data = self.channel.read_ex(CHUNK, stream)
+            if size > 0:
+                self._chunks[stream].append(data)
+            elif size == 0:
+                self._eof[stream] = True
+            else:
+                break
+            progress = True
+        if progress:
+            self.driver.wake()
+        return progress
+
+    def _pending(self) -> bool:
+        # Reading one stream can pull the other's packets into libssh2's queue:
+        # the socket would then never become readable for them.
+        return bool(self.channel.poll_channel_read(1)) or self.channel.eof()
+
+    async def chunk(self, stream: int) -> bytes:
+        """The next chunk of ``stream``; b"" once it has ended."""
+        deadline = deadline_after(self.read_timeout)
+        chunks = self._chunks[stream]
+        while not chunks and not self._eof[stream] and not self.closed:
+            if self._read_some(stream, enough=True) or self._read_some(1 - stream):
+                continue
+            if not self._pending():
+                left = remaining(deadline)
+                if left == 0:
+                    raise exc.Timeout.at(self.driver.host, self.driver.port,
+                                         "no output within the read timeout")
+                await self.driver.wait(left, "reading output")
+        return chunks.popleft() if chunks else b""
+
+    async def wait(self, timeout: Optional[float] = None) -> None:
+        """Read all output into the buffers until both streams end, then close the channel
+        (keeping the exit status)."""
+        deadline = deadline_after(timeout)
+        while not all(self._eof) and not self.closed:
+            if self._read_some(0) | self._read_some(1) or self._pending():
+                continue
+            left = remaining(deadline)
+            if left == 0:
+                raise exc.Timeout.at(self.driver.host, self.driver.port,
+                                     f"command still running after {timeout} s")
+            await self.driver.wait(left, "command still running")
+        await self.finish()
+
+    async def finish(self, timeout=UNSET) -> None:
+        """Close the channel, wait for the server's close, keep the exit status (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        await self.driver.eagain(self.channel.close, timeout=timeout, what="closing the channel")
+        signal = self.channel.get_exit_signal()
+        if signal[1]:
+            self.exit_signal = (signal[1].decode(), False,
+                                (signal[2] or b"").decode(errors="replace"),
+                                (signal[3] or b"").decode(errors="replace"))
+        # A command killed by a signal has no exit status (libssh2 would say 0).
+        self.exit_status = None if self.exit_signal else self.channel.get_exit_status()
+
+    def take(self, stream: int) -> bytes:
+        """Everything buffered for ``stream``, consumed."""
+        data = b"".join(self._chunks[stream])
+        self._chunks[stream].clear()
+        return data
+
+    async def write(self, data: bytes) -> None:
+        await self.driver.write(self.channel.write, data, what="writing stdin")
+
+    async def send_eof(self) -> None:
+        await self.driver.eagain(self.channel.send_eof, what="ending stdin")
+
+
+class SSHReader:
+    """One output stream of a process (asyncssh's ``SSHReader``): ``read``, ``readline``,
+    ``async for line in ...``; str with an encoding, bytes with ``encoding=None``."""
+
+    def __init__(self, streams: ChannelStreams, stream: int, encoding: Optional[str],
+                 errors: str) -> None:
+        self._streams = streams
+        self._stream = stream
+        self._decoder = codecs.getincrementaldecoder(encoding)(errors) if encoding else None
+        self._pending = b""
+        self._at_eof = False
+
+    def _decode(self, data: bytes, final: bool = False):
+        return self._decoder.decode(data, final) if self._decoder else data
+
+    async def _next_chunk(self) -> bytes:
+        if self._pending:
+            data, self._pending = self._pending, b""
+            return data
+        if self._at_eof:
+            return b""
+        data = await self._streams.chunk(self._stream)
+        self._at_eof = not data
+        return data
+
+    async def read(self, n: int = -1):
+        """Up to ``n`` bytes (characters are decoded from them), or all until EOF if ``n < 0``."""
+        if n < 0:
+            parts = []
+            while data := await self._next_chunk():
+                parts.append(data)
+            return self._decode(b"".join(parts), final=True)
+        data = await self._next_chunk()
+        if len(data) > n:
+            data, self._pending = data[:n], data[n:]
+        return self._decode(data, final=not data)
+
+    async def readline(self):
+        """The next line with its ``\\n`` (the rest of the stream at EOF; empty after it)."""
+        parts = []
+        while True:
+            data = await self._next_chunk()
+            if not data:
+                break
+            end = data.find(b"\n")
+            if end >= 0:
+                parts.append(data[:end + 1])
+                self._pending = data[end + 1:]
+                break
+            parts.append(data)
+        return self._decode(b"".join(parts), final=not parts)
+
+    def at_eof(self) -> bool:
+        return self._at_eof and not self._pending
+
+    def __aiter__(self) -> AsyncIterator:
+        return self
+
+    async def __anext__(self):
+        line = await self.readline()
+        if not line:
+            raise StopAsyncIteration
+        return line
+
+
+class SSHWriter:
+    """A process's standard input (asyncssh's ``SSHWriter``)."""
+
+    def __init__(self, streams: ChannelStreams, encoding: Optional[str]) -> None:
+        self._streams = streams
+        self._encoding = encoding
+        self._pending: deque = deque()
+        self._eof = False
+
+    def write(self, data: Union[str, bytes]) -> None:
+        """Queue ``data``; :meth:`drain` sends it (as asyncio's ``StreamWriter``)."""
+        if self._eof:
+            raise exc.SessionError("stdin was already closed (write_eof)")
+        self._pending.append(data.encode(self._encoding or "utf-8")
+                             if isinstance(data, str) else bytes(data))
+
+    async def drain(self) -> None:
+        """Send what was written."""
+        while self._pending:
+            await self._streams.write(self._pending.popleft())
+
+    def write_eof(self) -> None:
+        """End standard input once what was written has been sent (at the next drain)."""
+        self._eof = True
+
+    async def _flush_eof(self) -> None:
+        await self.drain()
+        if self._eof:
+            await self._streams.send_eof()
+
+
+class SSHClientProcess:
+    """A running command (asyncssh's ``SSHClientProcess``): ``stdin``, ``stdout``,
+    ``stderr``, ``await wait()`` for the :class:`SSHCompletedProcess`."""
+
+    def __init__(self, streams: ChannelStreams, command: str, encoding: Optional[str],
+                 errors: str = "strict") -> None:
+        self._streams = streams
+        self.command = command
+        self.stdin = SSHWriter(streams, encoding)
+        self.stdout = SSHReader(streams, 0, encoding, errors)
+        self.stderr = SSHReader(streams, 1, encoding, errors)
+        self._encoding = encoding
+
+    @property
+    def exit_status(self) -> Optional[int]:
+        return self._streams.exit_status
+
+    @property
+    def exit_signal(self) -> Optional[tuple]:
+        return self._streams.exit_signal
+
+    @property
+    def returncode(self) -> Optional[int]:
+        return _returncode(self.exit_status, self.exit_signal)
+
+    async def wait(self, timeout: Optional[float] = None) -> SSHCompletedProcess:
+        """Send pending stdin (and its EOF if asked), read the rest of the output, close."""
+        await self.stdin._flush_eof()
+        await self._streams.wait(timeout)
+        out = self.stdout._pending + self._streams.take(0)
+        err = self.stderr._pending + self._streams.take(1)
+        self.stdout._pending = self.stderr._pending = b""
+        return SSHCompletedProcess(self.command, self.exit_status, self.exit_signal,
+                                   self.stdout._decode(out, final=True),
+                                   self.stderr._decode(err, final=True))
+
+    def close(self) -> None:
+        """Stop reading; the channel is closed when the connection closes (or by :meth:`wait`)."""
+        self._streams.closed = True
+
+    async def __aenter__(self) -> "SSHClientProcess":
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        if not self._streams.closed:
+            await self._streams.finish()

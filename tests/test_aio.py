@@ -1,0 +1,257 @@
+"""pssh.aio: the asyncio front end, against real sshd, on the default loop and uvloop."""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import tracemalloc
+
+import pytest
+import uvloop
+
+from pssh import aio
+from pssh import exceptions as exc
+from pssh.sshd import ClientKeys
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run_loop(request):
+    """Runs a coroutine to completion on a fresh loop of the given kind."""
+    factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
+
+    def run(coro):
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(coro)
+    return run
+
+
+@pytest.fixture
+def login(server, tmp_path):
+    """connect() arguments for the test server, with a private known_hosts."""
+    return dict(port=server.port, username=server.user, client_keys=[server.keys.private()],
+                known_hosts=str(tmp_path / "known_hosts"), agent_path=None)
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_run_returns_output_and_exit_status(server, login, run_loop):
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            return await conn.run("echo out; echo err >&2; exit 3")
+    result = run_loop(main())
+    assert (result.stdout, result.stderr, result.exit_status, result.returncode) == \
+        ("out\n", "err\n", 3, 3)
+    assert result.exit_signal is None
+
+
+def test_check_raises_process_error_with_the_result(server, login, run_loop):
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            await conn.run("echo partial; kill -TERM $$", check=True)
+    with pytest.raises(aio.ProcessError) as info:
+        run_loop(main())
+    err = info.value
+    assert err.exit_signal[0] == "TERM" and err.returncode == -15 and err.exit_status is None
+    assert err.stdout == "partial\n"
+    assert server.address in str(err) and "signal TERM" in str(err)
+
+
+def test_process_streams_stdin_and_lines(server, login, run_loop):
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            proc = await conn.create_process("cat; echo done >&2")
+            proc.stdin.write("one\ntwo\n")
+            await proc.stdin.drain()
+            first = await proc.stdout.readline()
+            proc.stdin.write(b"three\n")
+            proc.stdin.write_eof()
+            await proc.stdin._flush_eof()
+            rest = [line async for line in proc.stdout]
+            completed = await proc.wait()
+            return first, rest, completed
+    first, rest, completed = run_loop(main())
+    assert first == "one\n" and rest == ["two\n", "three\n"]
+    assert completed.exit_status == 0 and completed.stderr == "done\n"
+
+
+def test_environment_pty_and_bytes(server, login, run_loop):
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            env = await conn.run("echo $TEST_AIO", env={"TEST_AIO": "given"})
+            tty = await conn.run("tty -s && echo terminal", term_type="xterm")
+            raw = await conn.run("printf '\\377\\000'", encoding=None)
+            return env.stdout, tty.stdout, raw.stdout
+    assert run_loop(main()) == ("given\n", "terminal\r\n", b"\xff\x00")
+
+
+def test_fifty_megabytes_of_output_stream_in_bounded_memory(server, login, run_loop):
+    size = 50 * 1024 * 1024
+
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            proc = await conn.create_process(f"head -c {size} /dev/zero", encoding=None)
+            total = 0
+            tracemalloc.start()
+            try:
+                while chunk := await proc.stdout.read(65536):
+                    total += len(chunk)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            await proc.wait()
+            return total, peak, proc.exit_status
+    total, peak, status = run_loop(main())
+    assert total == size and status == 0
+    assert peak < 4 * 1024 * 1024, f"{peak} bytes held while streaming"
+
+
+def test_sftp_put_get_listdir_stat_mkdir_remove(server, login, run_loop, tmp_path):
+    data = os.urandom(3 * 1024 * 1024 + 7)
+    (tmp_path / "src").write_bytes(data)
+    (tmp_path / "src").chmod(0o640)
+    remote_dir = str(tmp_path / "remote")
+    seen = []
+
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            async with conn.start_sftp_client() as sftp:
+                await sftp.mkdir(remote_dir)
+                await sftp.put(str(tmp_path / "src"), remote_dir + "/file",
+                               progress_handler=lambda s, d, done, total: seen.append(done))
+                attrs = await sftp.stat(remote_dir + "/file")
+                names = sorted(await sftp.listdir(remote_dir))
+                await sftp.get(remote_dir + "/file", str(tmp_path / "back"))
+                await sftp.remove(remote_dir + "/file")
+                gone = not await sftp.exists(remote_dir + "/file")
+                await sftp.rmdir(remote_dir)
+                return attrs, names, gone
+    attrs, names, gone = run_loop(main())
+    assert attrs.filesize == len(data) and attrs.permissions & 0o777 == 0o640
+    assert names == [".", "..", "file"] and gone
+    assert (tmp_path / "back").read_bytes() == data
+    assert seen and seen[-1] == len(data)
+
+
+def test_failed_download_leaves_no_file(server, login, run_loop, tmp_path):
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            async with conn.start_sftp_client() as sftp:
+                await sftp.get(str(tmp_path / "missing"), str(tmp_path / "local"))
+    with pytest.raises(exc.SFTPError, match="missing"):
+        run_loop(main())
+    assert os.listdir(tmp_path) == ["known_hosts"]
+
+
+def test_unknown_host_key_refused_under_strict_policy(server, login, run_loop):
+    async def main():
+        async with aio.connect(server.address, host_key_policy="strict", **login):
+            pass
+    with pytest.raises(aio.HostKeyNotVerifiable) as info:
+        run_loop(main())
+    assert isinstance(info.value, exc.UnknownHostKeyError.__bases__[0])  # a HostKeyError
+    assert server.address in str(info.value)
+
+
+def test_wrong_key_is_permission_denied_naming_what_was_tried(server, login, run_loop,
+                                                              tmp_path):
+    other = ClientKeys.generate(tmp_path / "other")
+    login["client_keys"] = [other.private()]
+
+    async def main():
+        async with aio.connect(server.address, **login):
+            pass
+    with pytest.raises(aio.PermissionDenied) as info:
+        run_loop(main())
+    assert isinstance(info.value, exc.AuthenticationError)
+    assert other.private() in str(info.value) and server.user in str(info.value)
+
+
+@pytest.fixture
+def blackhole():
+    """A loopback port that accepts connections and never says anything."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    yield listener.getsockname()[1]
+    listener.close()
+
+
+def test_blackhole_host_times_out_alone_among_healthy_ones(server, login, run_loop,
+                                                           blackhole):
+    hosts = [server.address] * 5
+
+    async def main():
+        healthy = aio.run_on_hosts(hosts, "echo ok", timeout=10, **login)
+        stuck = aio.run_on_hosts(["127.0.0.1"], "echo ok", timeout=1,
+                                 **dict(login, port=blackhole))
+        return await asyncio.gather(_collect(healthy), _collect(stuck))
+    healthy, stuck = run_loop(main())
+    assert [r.result.stdout for r in healthy] == ["ok\n"] * 5 and all(r.ok for r in healthy)
+    assert len(stuck) == 1 and isinstance(stuck[0].exception, exc.Timeout)
+
+
+async def _collect(results):
+    return [r async for r in results]
+
+
+def test_two_hundred_hosts_in_one_call_without_threads(server, login, run_loop):
+    threads = threading.active_count()
+    counts = []
+
+    async def main():
+        async def watch():
+            while True:
+                counts.append(threading.active_count())
+                await asyncio.sleep(0.05)
+        watcher = asyncio.ensure_future(watch())
+        try:
+            return await aio.gather_hosts([server.address] * 200, "echo $SSH_CONNECTION",
+                                          limit=200, timeout=60, **login)
+        finally:
+            watcher.cancel()
+    results = run_loop(main())
+    assert len(results) == 200 and all(r.ok for r in results)
+    assert len({r.result.stdout for r in results}) == 200  # 200 separate connections
+    # IP addresses skip the resolver; host names would use the loop's bounded executor.
+    assert max(counts) == threads
+
+
+def test_cancelled_command_and_transfer_and_handshake_leak_nothing(server, login, run_loop,
+                                                                   blackhole, tmp_path):
+    (tmp_path / "big").write_bytes(os.urandom(8 * 1024 * 1024))
+
+    async def main():
+        async with aio.connect(server.address, **login) as conn:   # warm: known_hosts written
+            await conn.run("true")
+        before = open_fds()
+        async with aio.connect(server.address, **login) as conn:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(conn.run("sleep 30"), 0.5)
+        async with aio.connect(server.address, **login) as conn:
+            async with conn.start_sftp_client() as sftp:
+                started = asyncio.Event()
+                task = asyncio.ensure_future(sftp.get(
+                    str(tmp_path / "big"), str(tmp_path / "copy"),
+                    progress_handler=lambda *_: started.set()))
+                await started.wait()   # the first 2 MiB are written: mid-transfer
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+        with pytest.raises(asyncio.TimeoutError):
+            await asyncio.wait_for(aio.connect("127.0.0.1", **dict(login, port=blackhole)),
+                                   0.5)
+        return before, open_fds()
+    before, after = run_loop(main())
+    assert after == before
+    assert sorted(os.listdir(tmp_path)) == ["big", "known_hosts"]  # no partial copy left
+
+
+def test_unresolvable_host_name_is_a_clear_error(login, run_loop):
+    async def main():
+        async with aio.connect("no-such-host.invalid", **login):
+            pass
+    with pytest.raises(exc.UnknownHostError, match="no-such-host.invalid"):
+        run_loop(main())
