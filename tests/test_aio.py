@@ -68,7 +68,7 @@ def test_process_streams_stdin_and_lines(server, login, run_loop):
             first = await proc.stdout.readline()
             proc.stdin.write(b"three\n")
             proc.stdin.write_eof()
-            await proc.stdin._flush_eof()
+            await proc.stdin.drain()
             rest = [line async for line in proc.stdout]
             completed = await proc.wait()
             return first, rest, completed
@@ -129,7 +129,7 @@ def test_sftp_put_get_listdir_stat_mkdir_remove(server, login, run_loop, tmp_pat
                 await sftp.rmdir(remote_dir)
                 return attrs, names, gone
     attrs, names, gone = run_loop(main())
-    assert attrs.filesize == len(data) and attrs.permissions & 0o777 == 0o640
+    assert attrs.size == len(data) and attrs.permissions & 0o777 == 0o640 and attrs.type == 1
     assert names == [".", "..", "file"] and gone
     assert (tmp_path / "back").read_bytes() == data
     assert seen and seen[-1] == len(data)
@@ -255,3 +255,21 @@ def test_unresolvable_host_name_is_a_clear_error(login, run_loop):
             pass
     with pytest.raises(exc.UnknownHostError, match="no-such-host.invalid"):
         run_loop(main())
+
+
+def test_an_asyncssh_program_ports_by_changing_its_import(server, tmp_path):
+    # The control: the same program against asyncssh itself must see the same things.
+    import asyncssh
+
+    from asyncssh_program import exercise
+    bad = ClientKeys.generate(tmp_path / "bad").private()
+    seen = {}
+    for name, module in (("asyncssh", asyncssh), ("pssh.aio", aio)):
+        work = tmp_path / name
+        work.mkdir()
+        seen[name] = asyncio.run(exercise(module, server.address, server.port, server.user,
+                                          server.keys.private(), str(work), bad))
+    assert seen["pssh.aio"] == seen["asyncssh"]
+    assert seen["asyncssh"]["run"] == ("out\n", "err\n", 2, 2, None)
+    assert set(seen["asyncssh"]) == {"run", "check", "process", "stat", "listdir", "get",
+                                     "progress", "denied"}

@@ -299,6 +299,7 @@ class SSHClientConnection:
             process.stdin.write_eof()
             result = await process.wait(timeout)
         except BaseException:
+            process.stdin._stop()
             self._abandon(process._streams)
             raise
         if check and result.exit_status != 0:

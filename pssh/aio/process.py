@@ -8,6 +8,7 @@ first, because both share one flow-control window.
 """
 from __future__ import annotations
 
+import asyncio
 import codecs
 from collections import deque
 from dataclasses import dataclass
@@ -195,34 +196,55 @@ class SSHReader:
 
 
 class SSHWriter:
-    """A process's standard input (asyncssh's ``SSHWriter``)."""
+    """A process's standard input (asyncssh's ``SSHWriter``): :meth:`write` starts sending
+    at once, in the background; :meth:`drain` waits until all is sent."""
 
     def __init__(self, streams: ChannelStreams, encoding: Optional[str]) -> None:
         self._streams = streams
         self._encoding = encoding
         self._pending: deque = deque()
         self._eof = False
+        self._eof_sent = False
+        self._sender: Optional[asyncio.Future] = None
 
     def write(self, data: Union[str, bytes]) -> None:
-        """Queue ``data``; :meth:`drain` sends it (as asyncio's ``StreamWriter``)."""
+        """Send ``data`` (str is encoded); returns at once."""
         if self._eof:
             raise exc.SessionError("stdin was already closed (write_eof)")
         self._pending.append(data.encode(self._encoding or "utf-8")
                              if isinstance(data, str) else bytes(data))
-
-    async def drain(self) -> None:
-        """Send what was written."""
-        while self._pending:
-            await self._streams.write(self._pending.popleft())
+        self._kick()
 
     def write_eof(self) -> None:
-        """End standard input once what was written has been sent (at the next drain)."""
-        self._eof = True
+        """End standard input once what was written has been sent."""
+        if not self._eof:
+            self._eof = True
+            self._kick()
 
-    async def _flush_eof(self) -> None:
-        await self.drain()
-        if self._eof:
+    async def drain(self) -> None:
+        """Wait until everything written (and the EOF, if asked for) has been sent;
+        raises what sending met."""
+        while self._sender is not None and not (self._sender.done() and self._idle()):
+            await self._sender
+            self._kick()
+
+    def _idle(self) -> bool:
+        return not self._pending and (self._eof_sent or not self._eof)
+
+    def _kick(self) -> None:
+        if (self._sender is None or self._sender.done()) and not self._idle():
+            self._sender = asyncio.ensure_future(self._send())
+
+    async def _send(self) -> None:
+        while self._pending:
+            await self._streams.write(self._pending.popleft())
+        if self._eof and not self._eof_sent:
+            self._eof_sent = True
             await self._streams.send_eof()
+
+    def _stop(self) -> None:
+        if self._sender is not None and not self._sender.done():
+            self._sender.cancel()
 
 
 class SSHClientProcess:
@@ -252,7 +274,7 @@ class SSHClientProcess:
 
     async def wait(self, timeout: Optional[float] = None) -> SSHCompletedProcess:
         """Send pending stdin (and its EOF if asked), read the rest of the output, close."""
-        await self.stdin._flush_eof()
+        await self.stdin.drain()
         await self._streams.wait(timeout)
         out = self.stdout._pending + self._streams.take(0)
         err = self.stderr._pending + self._streams.take(1)
@@ -262,12 +284,15 @@ class SSHClientProcess:
                                    self.stderr._decode(err, final=True))
 
     def close(self) -> None:
-        """Stop reading; the channel is closed when the connection closes (or by :meth:`wait`)."""
+        """Stop reading and writing; the channel is closed when the connection closes (or
+        by :meth:`wait`)."""
+        self.stdin._stop()
         self._streams.closed = True
 
     async def __aenter__(self) -> "SSHClientProcess":
         return self
 
     async def __aexit__(self, *exc_info) -> None:
+        self.stdin._stop()
         if not self._streams.closed:
             await self._streams.finish()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import stat
+from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 from pssh import exceptions as exc
@@ -22,7 +23,29 @@ from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
 
 #: Bytes per read call: 4x of it in read requests may be in flight.
 CHUNK = 2 * 1024 * 1024
-Progress = Optional[Callable[[str, str, int, int], None]]
+#: ``progress_handler(source path, destination path, bytes done, total)``, paths as bytes.
+Progress = Optional[Callable[[bytes, bytes, int, int], None]]
+# SFTP v6 file types (asyncssh's FILEXFER_TYPE_*), by the mode's type bits.
+_TYPES = {stat.S_IFREG: 1, stat.S_IFDIR: 2, stat.S_IFLNK: 3}
+
+
+@dataclass
+class SFTPAttrs:
+    """A remote file's attributes, under asyncssh's names (None: not sent by the server)."""
+
+    type: int
+    size: Optional[int]
+    uid: Optional[int]
+    gid: Optional[int]
+    permissions: Optional[int]
+    atime: Optional[int]
+    mtime: Optional[int]
+
+    @classmethod
+    def of(cls, attrs) -> "SFTPAttrs":
+        mode = attrs.permissions
+        return cls(type=_TYPES.get(stat.S_IFMT(mode), 5), size=attrs.filesize, uid=attrs.uid,
+                   gid=attrs.gid, permissions=mode, atime=attrs.atime, mtime=attrs.mtime)
 
 
 async def start_sftp_client(conn) -> "SFTPClient":
@@ -49,9 +72,9 @@ class SFTPClient:
         except ssh2_exc.SSH2Error as err:
             raise exc.SFTPError.at(self._conn.host, self._conn.port, f"{what}: {err}") from err
 
-    async def stat(self, path: str):
-        """The remote path's attributes (``permissions``, ``filesize``, ``mtime`` ...)."""
-        return await self._call(self._sftp.stat, path, what=f"stat of {path!r}")
+    async def stat(self, path: str) -> SFTPAttrs:
+        """The remote path's attributes (``size``, ``permissions``, ``mtime`` ...)."""
+        return SFTPAttrs.of(await self._call(self._sftp.stat, path, what=f"stat of {path!r}"))
 
     async def exists(self, path: str) -> bool:
         try:
@@ -60,7 +83,11 @@ class SFTPClient:
             return False
         return True
 
-    async def mkdir(self, path: str, mode: int = 0o755) -> None:
+    async def mkdir(self, path: str, attrs: Optional[SFTPAttrs] = None, *,
+                    mode: int = 0o755) -> None:
+        """Make a remote directory (``attrs.permissions``, else ``mode``)."""
+        if attrs is not None and attrs.permissions is not None:
+            mode = attrs.permissions
         await self._call(self._sftp.mkdir, path, mode, what=f"mkdir of {path!r}")
 
     async def remove(self, path: str) -> None:
@@ -140,7 +167,7 @@ class SFTPClient:
                 written += os.write(fd, view[written:n])
             done += n
             if progress_handler:
-                progress_handler(remotepath, localpath, done, total)
+                progress_handler(remotepath.encode(), localpath.encode(), done, total)
 
     async def put(self, localpath: str, remotepath: Optional[str] = None, *,
                   progress_handler: Progress = None) -> None:
@@ -179,7 +206,7 @@ class SFTPClient:
                                              f"writing {remotepath!r} failed: {err}") from err
                 done += len(data)
                 if progress_handler:
-                    progress_handler(localpath, remotepath, done, total)
+                    progress_handler(localpath.encode(), remotepath.encode(), done, total)
 
     async def _rename(self, part: str, remotepath: str) -> None:
         try:
