@@ -31,6 +31,40 @@ def ours(hosts, port, user, key, command, pool=None):
     return ok
 
 
+def ours_aio(hosts, port, user, key, command, pool=None):
+    """pssh.aio on the default asyncio loop: every host at once (or ``pool`` at a time)."""
+    import asyncio
+
+    from pssh import aio
+
+    async def main():
+        results = await aio.gather_hosts(hosts, command, limit=pool or len(hosts), port=port,
+                                         username=user, client_keys=[key], known_hosts=None,
+                                         agent_path=None, timeout=60)
+        return sum(r.ok for r in results)
+
+    return asyncio.run(main())
+
+
+def hussh_aio(hosts, port, user, key, command):
+    """hussh's AsyncConnection (russh on tokio), one per host, gathered."""
+    import asyncio
+
+    from hussh.aio import AsyncConnection
+
+    async def one(host):
+        conn = AsyncConnection(host, username=user, key_path=key, port=port)
+        await conn.connect()
+        result = await conn.execute(command)
+        await conn.close()
+        return result.status == 0
+
+    async def main():
+        return sum(await asyncio.gather(*(one(h) for h in hosts)))
+
+    return asyncio.run(main())
+
+
 def parallel_ssh(hosts, port, user, key, command):
     from pssh.clients import ParallelSSHClient
     client = ParallelSSHClient(hosts, port=port, user=user, pkey=key, allow_agent=False,
@@ -104,10 +138,12 @@ def hussh_(hosts, port, user, key, command):
     return ok
 
 
-LIBRARIES = {"ours": ours, "parallel-ssh": parallel_ssh, "asyncssh": asyncssh_,
-             "paramiko": paramiko_, "fabric": fabric_, "hussh": hussh_}
+LIBRARIES = {"ours": ours, "ours-aio": ours_aio, "parallel-ssh": parallel_ssh,
+             "asyncssh": asyncssh_, "paramiko": paramiko_, "fabric": fabric_, "hussh": hussh_,
+             "hussh-aio": hussh_aio}
 # What each library loads before it can start: interpreter start-up apart.
-IMPORTS = {"ours": ["pssh.clients"], "parallel-ssh": ["pssh.clients"],
+IMPORTS = {"ours": ["pssh.clients"], "ours-aio": ["asyncio", "pssh.aio"],
+           "parallel-ssh": ["pssh.clients"], "hussh-aio": ["asyncio", "hussh.aio"],
            "asyncssh": ["asyncio", "asyncssh"], "paramiko": ["paramiko"], "fabric": ["fabric"],
            "hussh": ["hussh.multi_conn"]}
 

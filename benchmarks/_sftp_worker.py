@@ -2,7 +2,7 @@
 
     python _sftp_worker.py LIBRARY CIPHER HOST PORT USER KEY REMOTE_PATH [THREADS]
 
-LIBRARY: ours | ours-iter | ssh2-python | paramiko | asyncssh | hussh |
+LIBRARY: ours | ours-iter | ours-aio | ssh2-python | paramiko | asyncssh | hussh |
 hussh-aio | openssh (``ssh host cat``) | openssh-sftp. CIPHER: a cipher
 name, or "default" for the library's own choice. Runs under whichever
 interpreter has the library (ssh2-python needs its own virtualenv, its module
@@ -99,6 +99,28 @@ def asyncssh_(cipher, host, port, user, key, path):
     return asyncio.run(main())
 
 
+def ours_aio(cipher, host, port, user, key, path):
+    """pssh.aio's file object, read as asyncssh's is above."""
+    import asyncio
+
+    from pssh import aio
+    if cipher != "default":  # no cipher setting in the connection options yet
+        raise CipherNotOffered(cipher)
+
+    async def main():
+        async with aio.connect(host, port, username=user, client_keys=[key], known_hosts=None,
+                               agent_path=None) as conn:
+            async with conn.start_sftp_client() as sftp:
+                total = 0
+                started = time.perf_counter()
+                async with sftp.open(path, "rb") as fh:
+                    while data := await fh.read(CHUNK):
+                        total += len(data)
+                return time.perf_counter() - started, total
+
+    return asyncio.run(main())
+
+
 class CipherNotOffered(Exception):
     """The library has no way to pin the cipher asked for."""
 
@@ -168,7 +190,8 @@ def openssh_sftp(cipher, host, port, user, key, path):
     return seconds, os.path.getsize(path)
 
 
-LIBRARIES = {"ours": ours, "ours-iter": ours_iter, "ssh2-python": ssh2_python, "paramiko": paramiko_,
+LIBRARIES = {"ours": ours, "ours-iter": ours_iter, "ours-aio": ours_aio, "ssh2-python": ssh2_python,
+             "paramiko": paramiko_,
              "asyncssh": asyncssh_, "hussh": hussh_sync, "hussh-aio": hussh_aio,
              "openssh": openssh, "openssh-sftp": openssh_sftp}
 

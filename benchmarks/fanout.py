@@ -30,7 +30,13 @@ ROOT = Path(os.environ.get("BENCH_VENV_DIR") or Path(__file__).resolve().parent.
 WORKER = Path(__file__).resolve().parent / "_fanout_worker.py"
 MAX_ADDRESSES = 250  # 127.0.0.2 .. 127.0.0.251
 VENVS = {"parallel-ssh": ".venv-parallel-ssh", "asyncssh": ".venv-bench",
-         "paramiko": ".venv-bench", "fabric": ".venv-bench", "hussh": ".venv-bench"}
+         "paramiko": ".venv-bench", "fabric": ".venv-bench", "hussh": ".venv-bench",
+         "hussh-aio": ".venv-bench"}
+
+
+# Same-round wall-time ratios printed beside the table: (ours, peer).
+RATIOS = [("ours", "asyncssh"), ("ours", "hussh"), ("ours-aio", "asyncssh"),
+          ("ours-aio", "ours"), ("ours-aio", "hussh-aio")]
 
 
 def run_once(library, hosts, group, command, pool=None):
@@ -81,8 +87,8 @@ def main(argv=None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--command", default="echo hello")
     parser.add_argument("--libs", nargs="+",
-                        default=["ours", "asyncssh", "hussh", "paramiko", "fabric",
-                                 "parallel-ssh"])
+                        default=["ours", "ours-aio", "asyncssh", "hussh", "hussh-aio",
+                                 "paramiko", "fabric", "parallel-ssh"])
     parser.add_argument("--rtt", type=float, metavar="MS",
                         help="emulate this round-trip time (network namespace; needs root)")
     args = parser.parse_args(argv)
@@ -112,20 +118,21 @@ def main(argv=None) -> int:
         values = [r[key] for r in results.get((lib, count), []) if r]
         return statistics.median(values) if values else None
 
-    def ratio(peer, count):
+    def ratio(ours, peer, count):
         """Median over rounds of ours/peer wall time, each pair from the same round."""
-        pairs = [a["wall"] / b["wall"] for a, b in zip(results.get(("ours", count), []),
+        pairs = [a["wall"] / b["wall"] for a, b in zip(results.get((ours, count), []),
                                                       results.get((peer, count), [])) if a and b]
         return f"{statistics.median(pairs):.2f}x" if pairs else "n/a"
 
-    peers = [lib for lib in ("asyncssh", "hussh") if lib in args.libs and "ours" in args.libs]
+    pairs = [(ours, peer) for ours, peer in RATIOS if ours in args.libs and peer in args.libs]
     print(f"\nFan-out of {args.command!r}, wall time, median of {args.repeat}\n")
-    print("| H | " + " | ".join(args.libs) + "".join(f" | ours / {p}" for p in peers) + " |")
-    print("|---:|" + "---:|" * (len(args.libs) + len(peers)))
+    print("| H | " + " | ".join(args.libs) + "".join(f" | {o} / {p}" for o, p in pairs) + " |")
+    print("|---:|" + "---:|" * (len(args.libs) + len(pairs)))
     for count in args.hosts:
         cells = [f"{med(lib, count, 'wall'):.3f} s" if med(lib, count, "wall") else "n/a"
                  for lib in args.libs]
-        print(f"| {count} | " + " | ".join(cells + [ratio(p, count) for p in peers]) + " |")
+        print(f"| {count} | " + " | ".join(cells + [ratio(o, p, count) for o, p in pairs])
+              + " |")
     print("\nClient CPU per host at each H (ms; the fan-out alone) and, apart, the CPU of\n"
           "importing the library; peak RSS at the largest H\n")
     print("| library | " + " | ".join(f"H={count}" for count in args.hosts)

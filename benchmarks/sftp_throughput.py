@@ -74,7 +74,8 @@ def main(argv=None) -> int:
     parser.add_argument("--size-mb", type=int, default=100)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--libs", nargs="+",
-                        default=["ours", "ours-iter", "asyncssh", "ssh2-python", "paramiko",
+                        default=["ours", "ours-iter", "ours-aio", "asyncssh", "ssh2-python",
+                                 "paramiko",
                                  "hussh", "hussh-aio", "openssh", "openssh-sftp"])
     parser.add_argument("--ciphers", nargs="+", default=list(CIPHERS))
     parser.add_argument("--threads", type=int, default=0,
@@ -137,8 +138,10 @@ def main(argv=None) -> int:
     print("\nOurs against each peer: median of the per-round throughput ratios\n")
     print("| ours / peer | " + " | ".join(args.ciphers) + " |")
     print("|---|" + "---:|" * len(args.ciphers))
-    for mine in [lib for lib in ("ours", "ours-iter") if lib in args.libs]:
-        for peer in [lib for lib in args.libs if not lib.startswith("ours")]:
+    for mine in [lib for lib in ("ours", "ours-iter", "ours-aio") if lib in args.libs]:
+        # The asyncio front end is also compared with the bindings' own bulk path.
+        own = ["ours"] if mine == "ours-aio" and "ours" in args.libs else []
+        for peer in own + [lib for lib in args.libs if not lib.startswith("ours")]:
             cells = [per_round_ratio(results, (mine, c), (peer, c)) for c in args.ciphers]
             if any(cells):
                 print(f"| {mine} / {peer} | " + " | ".join(

@@ -273,3 +273,29 @@ def test_an_asyncssh_program_ports_by_changing_its_import(server, tmp_path):
     assert seen["asyncssh"]["run"] == ("out\n", "err\n", 2, 2, None)
     assert set(seen["asyncssh"]) == {"run", "check", "process", "stat", "listdir", "get",
                                      "progress", "denied"}
+
+
+def test_sftp_file_objects(server, login, run_loop, tmp_path):
+    path = str(tmp_path / "notes.txt")
+
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            async with conn.start_sftp_client() as sftp:
+                async with sftp.open(path, "w") as fh:
+                    await fh.write("first line\n")
+                    await fh.write(b"second line\n")
+                async with sftp.open(path, "a") as fh:
+                    await fh.write("third\n")
+                async with sftp.open(path, "rb") as fh:
+                    head = await fh.read(5)
+                    rest = await fh.read()
+                    end = await fh.read(10)
+                fh = await sftp.open(path)
+                text = await fh.read()
+                await fh.close()
+                with pytest.raises(exc.SFTPError):
+                    await sftp.open(path, "x")
+                return head, rest, end, text
+    head, rest, end, text = run_loop(main())
+    assert (head, rest, end) == (b"first", b" line\nsecond line\nthird\n", b"")
+    assert text == "first line\nsecond line\nthird\n"

@@ -15,6 +15,7 @@ import socket
 from typing import Optional, Sequence, Union
 
 from pssh import exceptions as exc
+from pssh.aio.awaitable import AwaitableContext
 from pssh.aio.driver import AsyncSessionDriver, deadline_after, remaining
 from pssh.aio.exceptions import HostKeyNotVerifiable, PermissionDenied, ProcessError
 from pssh.aio.process import ChannelStreams, SSHClientProcess, SSHCompletedProcess
@@ -36,32 +37,13 @@ Key = Union[str, bytes]
 _NOT_GIVEN = object()
 
 
-class _AwaitableContext:
-    """``await it`` or ``async with it as x``: asyncssh's calling styles for ``connect`` and
-    ``start_sftp_client``."""
-
-    def __init__(self, coro) -> None:
-        self._coro = coro
-        self._value = None
-
-    def __await__(self):
-        return self._coro.__await__()
-
-    async def __aenter__(self):
-        self._value = await self._coro
-        return await self._value.__aenter__()
-
-    async def __aexit__(self, *exc_info):
-        return await self._value.__aexit__(*exc_info)
-
-
 def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = None,
             client_keys: Optional[Sequence[Key]] = None, password: Optional[str] = None,
             passphrase: Optional[str] = None, known_hosts=_NOT_GIVEN,
             host_key_policy: Optional[str] = None, connect_timeout: Optional[float] = None,
             timeout: Optional[float] = None, agent_path=_NOT_GIVEN,
             ssh_config: Union[str, SSHConfig, bool, None] = None,
-            compress: Optional[bool] = None) -> _AwaitableContext:
+            compress: Optional[bool] = None) -> AwaitableContext:
     """Connect to ``host``, check its host key, log in; ``await`` it or ``async with`` it.
 
     asyncssh's names: ``username``, ``client_keys`` (key file paths or key
@@ -80,7 +62,7 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
         known_hosts=None if known_hosts in (None, _NOT_GIVEN) else os.fspath(known_hosts),
         host_key_policy=policy, compress=compress,
         allow_agent=False if agent_path is None else None)
-    return _AwaitableContext(_connect(host, options, ssh_config, client_keys, connect_timeout,
+    return AwaitableContext(_connect(host, options, ssh_config, client_keys, connect_timeout,
                                       None if agent_path in (None, _NOT_GIVEN) else agent_path))
 
 
@@ -315,10 +297,10 @@ class SSHClientConnection:
 
     # -- SFTP ------------------------------------------------------------------------------
 
-    def start_sftp_client(self) -> _AwaitableContext:
+    def start_sftp_client(self) -> AwaitableContext:
         """An SFTP client on this connection; ``await`` it or ``async with`` it."""
         from pssh.aio.sftp import start_sftp_client
-        return _AwaitableContext(start_sftp_client(self))
+        return AwaitableContext(start_sftp_client(self))
 
     # -- ending ----------------------------------------------------------------------------
 

@@ -39,6 +39,7 @@ class AsyncSessionDriver:
         self._waiters: set = set()
         self._readers: set = set()
         self._writers: set = set()
+        self._registrations: set = set()  # loop.add_reader / add_writer while registered
         self._opening = asyncio.Lock()
         self._received_seen = -1
 
@@ -81,22 +82,31 @@ class AsyncSessionDriver:
 
     def _watch(self, waiters: set, ready: asyncio.Future, add: Callable,
                callback: Callable) -> None:
-        if not waiters:
+        if not waiters and not self._registered(add):
             add(self._fd, callback)
+            self._registrations.add(add)
         waiters.add(ready)
 
     def _unwatch(self, waiters: set, ready: asyncio.Future, remove: Callable) -> None:
-        if ready in waiters:
-            waiters.discard(ready)
-            if not waiters:
-                remove(self._fd)
+        # The registration stays until an event finds nobody waiting: a transfer waits
+        # thousands of times a second, and each add/remove is a system call.
+        waiters.discard(ready)
+
+    def _registered(self, add: Callable) -> bool:
+        return add in self._registrations
 
     def _readable(self) -> None:
-        for ready in tuple(self._readers):
-            _resolve(ready)
+        self._dispatch(self._readers, self._loop.add_reader, self._loop.remove_reader)
 
     def _writable(self) -> None:
-        for ready in tuple(self._writers):
+        self._dispatch(self._writers, self._loop.add_writer, self._loop.remove_writer)
+
+    def _dispatch(self, waiters: set, add: Callable, remove: Callable) -> None:
+        if not waiters:
+            remove(self._fd)
+            self._registrations.discard(add)
+            return
+        for ready in tuple(waiters):
             _resolve(ready)
 
     def wake(self) -> None:
@@ -164,12 +174,10 @@ class AsyncSessionDriver:
             except ssh2_exc.SSH2Error:
                 pass
         del session
-        if self._readers:
+        if self._registrations:
             self._loop.remove_reader(self._fd)
-            self._readers.clear()
-        if self._writers:
             self._loop.remove_writer(self._fd)
-            self._writers.clear()
+            self._registrations.clear()
         self.sock.close()
         self.wake()
 

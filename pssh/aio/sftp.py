@@ -15,11 +15,12 @@ from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 from pssh import exceptions as exc
+from pssh.aio.awaitable import AwaitableContext
 from pssh.partial_files import local_part_file, remote_part_name
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
-from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
-                       LIBSSH2_FXF_WRITE)
+from ssh2.sftp import (LIBSSH2_FXF_APPEND, LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL,
+                       LIBSSH2_FXF_READ, LIBSSH2_FXF_TRUNC, LIBSSH2_FXF_WRITE)
 
 #: Bytes per read call: 4x of it in read requests may be in flight.
 CHUNK = 2 * 1024 * 1024
@@ -27,6 +28,10 @@ CHUNK = 2 * 1024 * 1024
 Progress = Optional[Callable[[bytes, bytes, int, int], None]]
 # SFTP v6 file types (asyncssh's FILEXFER_TYPE_*), by the mode's type bits.
 _TYPES = {stat.S_IFREG: 1, stat.S_IFDIR: 2, stat.S_IFLNK: 3}
+_OPEN_FLAGS = {"r": LIBSSH2_FXF_READ,
+               "w": LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_TRUNC,
+               "a": LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_APPEND,
+               "x": LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_EXCL}
 
 
 @dataclass
@@ -121,6 +126,19 @@ class SFTPClient:
             await self._driver.eagain(handle.close, what="closing a remote file")
         except ssh2_exc.SSH2Error:
             pass
+
+    def open(self, path: str, mode: str = "r") -> AwaitableContext:
+        """A remote file (``async with sftp.open(path, "rb") as fh``, or ``await`` it):
+        modes ``r``/``rb`` (read), ``w``/``wb`` (create or truncate), ``a``/``ab``,
+        ``x``/``xb`` (create, must not exist). Text modes encode and decode UTF-8."""
+        flags = _OPEN_FLAGS.get(mode.replace("b", ""))
+        if flags is None:
+            raise ValueError(f"unsupported mode {mode!r}: r, w, a or x, with b for bytes")
+        return AwaitableContext(self._open_file(path, flags, "b" not in mode))
+
+    async def _open_file(self, path: str, flags: int, text: bool) -> "SFTPClientFile":
+        handle = await self._call(self._sftp.open, path, flags, 0o644, what=f"opening {path!r}")
+        return SFTPClientFile(self, handle, path, text)
 
     async def get(self, remotepath: str, localpath: Optional[str] = None, *,
                   progress_handler: Progress = None) -> None:
@@ -228,3 +246,60 @@ class SFTPClient:
 
     async def __aexit__(self, *exc_info) -> None:
         self.exit()
+
+
+class SFTPClientFile:
+    """An open remote file (asyncssh's name): ``read``, ``write``, ``close``."""
+
+    def __init__(self, client: SFTPClient, handle, path: str, text: bool) -> None:
+        self._client = client
+        self._driver = client._driver
+        self._handle = handle
+        self._path = path
+        self._text = text
+
+    async def read(self, size: int = -1):
+        """Up to ``size`` bytes (all that is left if ``size < 0``); empty at the end."""
+        if size < 0:
+            parts = []
+            while data := await self._read_bytes(CHUNK):
+                parts.append(data)
+            data = b"".join(parts)
+        else:
+            data = await self._read_bytes(size) if size else b""
+        return data.decode() if self._text else data
+
+    async def _read_bytes(self, size: int) -> bytes:
+        while True:
+            try:
+                n, data = self._handle.read(size)
+            except ssh2_exc.SSH2Error as err:
+                raise exc.SFTPIOError.at(self._client._conn.host, self._client._conn.port,
+                                         f"reading {self._path!r} failed: {err}") from err
+            if n != LIBSSH2_ERROR_EAGAIN:
+                self._driver.wake()
+                return data
+            await self._driver.wait(self._driver.timeout, f"reading {self._path!r}")
+
+    async def write(self, data) -> int:
+        """Write all of ``data``; returns its length."""
+        if isinstance(data, str):
+            data = data.encode()
+        try:
+            await self._driver.write(self._handle.write, data, what=f"writing {self._path!r}")
+        except ssh2_exc.SSH2Error as err:
+            raise exc.SFTPIOError.at(self._client._conn.host, self._client._conn.port,
+                                     f"writing {self._path!r} failed: {err}") from err
+        return len(data)
+
+    async def close(self) -> None:
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            await self._client._close(handle)
+
+    async def __aenter__(self) -> "SFTPClientFile":
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        await self.close()
+
