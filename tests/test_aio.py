@@ -299,3 +299,67 @@ def test_sftp_file_objects(server, login, run_loop, tmp_path):
     head, rest, end, text = run_loop(main())
     assert (head, rest, end) == (b"first", b" line\nsecond line\nthird\n", b"")
     assert text == "first line\nsecond line\nthird\n"
+
+
+@pytest.fixture
+def echo_port():
+    """A loopback TCP echo server in a thread: the destination of forwarded connections."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+
+    def serve():
+        while True:
+            try:
+                peer, _ = listener.accept()
+            except OSError:
+                return
+            with peer:
+                while data := peer.recv(65536):
+                    peer.sendall(data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield listener.getsockname()[1]
+    listener.close()
+
+
+def test_open_connection_and_local_port_forwarding(server, login, run_loop, echo_port):
+    payload = os.urandom(300_000)
+
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            reader, writer = await conn.open_connection("127.0.0.1", echo_port)
+            writer.write(payload)
+            writer.write_eof()
+            direct = await reader.read()
+            async with await conn.forward_local_port("", 0, "127.0.0.1", echo_port) as listener:
+                results = []
+                for _ in range(3):   # several connections through one listener
+                    r, w = await asyncio.open_connection("127.0.0.1", listener.get_port())
+                    w.write(payload)
+                    w.write_eof()
+                    results.append(await r.read())
+                    w.close()
+            with pytest.raises(exc.ProxyTargetError):
+                await conn.open_connection("127.0.0.1", 1)   # nothing listens there
+            return direct, results
+    direct, results = run_loop(main())
+    assert direct == payload and results == [payload] * 3
+
+
+def test_connection_through_a_jump_host(servers, login, run_loop):
+    first, second = servers.servers[:2]
+
+    async def main():
+        async with aio.connect(first.address, **login) as jump:
+            before = None
+            for _ in range(2):   # the first round lets the loop open what it keeps (uvloop)
+                async with aio.connect(second.address, tunnel=jump, **login) as conn:
+                    result = await conn.run("echo $SSH_CONNECTION", check=True)
+                before = before or open_fds()
+            # The tunnel's channel closes with the connection; the jump host stays usable.
+            after = await jump.run("echo still here")
+            return result.stdout.split(), after.stdout, before, open_fds()
+    (client_ip, _, server_ip, _), after, before, fds = run_loop(main())
+    assert server_ip == second.address and client_ip == first.address  # sshd 1 connected onward
+    assert after == "still here\n" and fds == before

@@ -43,7 +43,8 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
             host_key_policy: Optional[str] = None, connect_timeout: Optional[float] = None,
             timeout: Optional[float] = None, agent_path=_NOT_GIVEN,
             ssh_config: Union[str, SSHConfig, bool, None] = None,
-            compress: Optional[bool] = None) -> AwaitableContext:
+            compress: Optional[bool] = None,
+            tunnel: Optional["SSHClientConnection"] = None) -> AwaitableContext:
     """Connect to ``host``, check its host key, log in; ``await`` it or ``async with`` it.
 
     asyncssh's names: ``username``, ``client_keys`` (key file paths or key
@@ -53,6 +54,8 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
     as a whole), ``agent_path`` (``None``: no agent). Ours as well:
     ``host_key_policy`` (``"accept-new"`` by default, ``"strict"``, ``"off"``),
     ``timeout`` (each later request as a whole), ``ssh_config``, ``compress``.
+    ``tunnel``: an open connection to reach ``host`` through (a jump host, as
+    asyncssh's ``tunnel=``); the host name is resolved by the jump host.
     """
     policy = host_key_policy
     if known_hosts is None:
@@ -63,15 +66,23 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
         host_key_policy=policy, compress=compress,
         allow_agent=False if agent_path is None else None)
     return AwaitableContext(_connect(host, options, ssh_config, client_keys, connect_timeout,
-                                      None if agent_path in (None, _NOT_GIVEN) else agent_path))
+                                      None if agent_path in (None, _NOT_GIVEN) else agent_path,
+                                      tunnel))
 
 
-async def _connect(host, options, ssh_config, client_keys, connect_timeout, agent_path):
+async def _connect(host, options, ssh_config, client_keys, connect_timeout, agent_path, tunnel):
     resolved = options.resolve(host, ssh_config_of(ssh_config))
     limit = connect_timeout if connect_timeout is not None else resolved.connect_timeout
     deadline = deadline_after(limit)
-    sock = await _open_socket(resolved.hostname, resolved.port, host, limit)
+    relay = None
+    if tunnel is not None:
+        from pssh.aio.forward import tunnel_socket
+        sock, relay = await asyncio.wait_for(
+            tunnel_socket(tunnel, resolved.hostname, resolved.port), limit)
+    else:
+        sock = await _open_socket(resolved.hostname, resolved.port, host, limit)
     conn = SSHClientConnection(host, resolved, sock)
+    conn._relay = relay
     try:
         await conn._start(deadline, client_keys, agent_path)
     except BaseException:
@@ -132,6 +143,7 @@ class SSHClientConnection:
         self.session.set_blocking(False)
         self._driver = AsyncSessionDriver(sock, self.session, host, self.port, resolved.timeout)
         self._closed = asyncio.Event()
+        self._relay: Optional[asyncio.Future] = None
 
     # -- connecting --------------------------------------------------------------------
 
@@ -295,6 +307,22 @@ class SSHClientConnection:
         streams.closed = True
         self.close()
 
+    # -- forwarding ------------------------------------------------------------------------
+
+    async def open_connection(self, host: str, port: int):
+        """``(reader, writer)`` of a TCP connection to ``host:port`` made by the server
+        (a direct-tcpip channel); bytes in, bytes out."""
+        from pssh.aio.forward import open_channel_connection
+        channel = await open_channel_connection(self, host, port)
+        return channel.reader, channel.writer
+
+    async def forward_local_port(self, listen_host: str, listen_port: int, dest_host: str,
+                                 dest_port: int):
+        """Listen locally (``ssh -L``) and carry each connection to ``dest_host:dest_port``
+        as the server sees it: an :class:`~pssh.aio.forward.SSHListener`."""
+        from pssh.aio.forward import forward_local_port
+        return await forward_local_port(self, listen_host, listen_port, dest_host, dest_port)
+
     # -- SFTP ------------------------------------------------------------------------------
 
     def start_sftp_client(self) -> AwaitableContext:
@@ -310,16 +338,24 @@ class SSHClientConnection:
             return
         self.session = None
         self._driver.close()
+        if self._relay is not None:  # the jump host's side of a tunnelled connection
+            self._relay.cancel()
         self._closed.set()
 
     async def wait_closed(self) -> None:
+        """Wait until the connection is closed and, for one made through a jump host, the
+        jump host's side of the tunnel is too."""
         await self._closed.wait()
+        if self._relay is not None:
+            await asyncio.gather(self._relay, return_exceptions=True)
+            await asyncio.sleep(0)  # the relay's local stream closes on the next turn
 
     async def __aenter__(self) -> "SSHClientConnection":
         return self
 
     async def __aexit__(self, *exc_info) -> None:
         self.close()
+        await self.wait_closed()
 
 
 def _left(deadline) -> float:

@@ -1,0 +1,140 @@
+"""Forwarded TCP connections on the asyncio front end (asyncssh's names).
+
+:func:`open_connection` carries one TCP connection to ``host:port`` as seen
+from the server over a direct-tcpip channel, as a reader and a writer;
+:func:`forward_local_port` listens locally (``ssh -L``) and does that for each
+connection it accepts; :func:`relay` moves bytes both ways between such a
+channel and a local stream, and is also what carries a connection made
+``tunnel=`` another one (a jump host).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Tuple
+
+from pssh import exceptions as exc
+from pssh.aio.process import ChannelStreams, SSHReader, SSHWriter
+from ssh2 import exceptions as ssh2_exc
+
+log = logging.getLogger("pssh.aio.forward")
+
+CHUNK = 65536
+
+
+class ChannelConnection:
+    """Both ends of a forwarded channel: ``reader`` and ``writer``, and ``close()``."""
+
+    def __init__(self, streams: ChannelStreams) -> None:
+        self._streams = streams
+        self.reader = SSHReader(streams, 0, None, "strict")
+        self.writer = SSHWriter(streams, None)
+
+    async def close(self) -> None:
+        """Close the channel once both directions are done with (idempotent)."""
+        self.writer._stop()
+        try:
+            await self._streams.finish()
+        except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
+            log.debug("closing a forwarded channel: %s", err)
+
+
+async def open_channel_connection(conn, host: str, port: int) -> ChannelConnection:
+    driver = conn._driver
+    if conn.session is None:
+        raise exc.SessionError.at(conn.host, conn.port, "the connection is closed")
+    try:
+        channel = await driver.exclusive(conn.session.direct_tcpip_ex, host, port,
+                                         "127.0.0.1", 0, what=f"opening a tunnel to {host}:{port}")
+    except ssh2_exc.SSH2Error as err:
+        raise exc.ProxyTargetError(
+            "%s:%s: the server could not connect to %s:%s: %s", conn.host, conn.port, host,
+            port, err, host=conn.host, port=conn.port) from err
+    return ChannelConnection(ChannelStreams(driver, channel, None))
+
+
+async def relay(channel: ChannelConnection, reader: asyncio.StreamReader,
+                writer: asyncio.StreamWriter) -> None:
+    """Move bytes both ways between ``channel`` and a local stream until both ends are
+    done; then close both."""
+    async def upstream() -> None:
+        while data := await reader.read(CHUNK):
+            channel.writer.write(data)
+            await channel.writer.drain()
+        channel.writer.write_eof()
+        await channel.writer.drain()
+
+    async def downstream() -> None:
+        while data := await channel.reader.read(CHUNK):
+            writer.write(data)
+            await writer.drain()
+        if writer.can_write_eof():
+            writer.write_eof()
+
+    try:
+        await asyncio.gather(upstream(), downstream())
+    except (OSError, ssh2_exc.SSH2Error, exc.PSSHError) as err:
+        log.debug("forwarded connection ended: %s", err)
+    finally:
+        writer.close()
+        await channel.close()
+
+
+class SSHListener:
+    """A local port forwarded through the connection (asyncssh's ``SSHListener``)."""
+
+    def __init__(self, server: asyncio.AbstractServer) -> None:
+        self._server = server
+
+    def get_port(self) -> int:
+        """The local port listened on (the one chosen when 0 was asked for)."""
+        return self._server.sockets[0].getsockname()[1]
+
+    def close(self) -> None:
+        self._server.close()
+
+    async def wait_closed(self) -> None:
+        await self._server.wait_closed()
+
+    async def __aenter__(self) -> "SSHListener":
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        self.close()
+        await self.wait_closed()
+
+
+async def forward_local_port(conn, listen_host: str, listen_port: int, dest_host: str,
+                             dest_port: int) -> SSHListener:
+    """Listen on ``listen_host:listen_port`` (``""``: loopback; port 0: any) and carry each
+    connection to ``dest_host:dest_port`` as the server sees it."""
+    async def accepted(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            channel = await open_channel_connection(conn, dest_host, dest_port)
+        except (exc.PSSHError, ssh2_exc.SSH2Error) as err:
+            log.warning("%s: forwarding to %s:%s failed: %s", conn.host, dest_host, dest_port,
+                        err)
+            writer.close()
+            return
+        await relay(channel, reader, writer)
+
+    server = await asyncio.start_server(accepted, listen_host or "127.0.0.1", listen_port)
+    return SSHListener(server)
+
+
+async def tunnel_socket(conn, host: str, port: int) -> Tuple[object, asyncio.Task]:
+    """A socket connected, through ``conn``, to ``host:port``: one end of a socket pair
+    whose other end a task relays over a direct-tcpip channel."""
+    import socket
+
+    channel = await open_channel_connection(conn, host, port)
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    try:
+        reader, writer = await asyncio.open_connection(sock=theirs)
+    except BaseException:
+        ours.close()
+        theirs.close()
+        await channel.close()
+        raise
+    return ours, asyncio.ensure_future(relay(channel, reader, writer))
