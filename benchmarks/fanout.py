@@ -74,7 +74,9 @@ def _in_delayed_namespace(rtt: float, argv) -> int:
         print(f"inside network namespace {ns.name}: {rtt:g} ms RTT on loopback"
               f"{'' if ns.realtime else ' (delay program NOT at real-time priority)'}",
               file=sys.stderr)
-        root = str(Path(__file__).resolve().parent.parent)
+        # Where this package was imported from, as given (not resolved: a symlinked
+        # benchmarks/ must not put a source tree's unbuilt ssh2/ first on the path).
+        root = str(Path(__file__).absolute().parent.parent)
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             p for p in (root, os.environ.get("PYTHONPATH")) if p))
         return subprocess.run(ns.command([sys.executable, "-m", "benchmarks.fanout", *inner]),

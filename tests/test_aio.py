@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import socket
 import threading
 import tracemalloc
@@ -363,3 +364,31 @@ def test_connection_through_a_jump_host(servers, login, run_loop):
     (client_ip, _, server_ip, _), after, before, fds = run_loop(main())
     assert server_ip == second.address and client_ip == first.address  # sshd 1 connected onward
     assert after == "still here\n" and fds == before
+
+
+def test_a_silent_server_is_declared_lost_by_keepalives(run_loop, tmp_path):
+    from pssh.sshd import OpenSSHServer, _descendants
+
+    with OpenSSHServer("127.0.0.78") as silent:
+        login = dict(port=silent.port, username=silent.user, client_keys=[silent.keys.private()],
+                     known_hosts=str(tmp_path / "kh"), agent_path=None)
+
+        async def main():
+            async with aio.connect(silent.address, keepalive_interval=1, keepalive_count_max=2,
+                                   **login) as conn:
+                running = asyncio.ensure_future(conn.run("sleep 60"))
+                await asyncio.sleep(0.5)
+                pids = [silent.process.pid, *_descendants(silent.process.pid)]
+                for pid in pids:   # TCP still answers, SSH does not
+                    os.kill(pid, signal.SIGSTOP)
+                try:
+                    # No read timeout is set: only the keepalives can end this wait.
+                    with pytest.raises(exc.ConnectionError) as info:
+                        await asyncio.wait_for(running, 60)
+                finally:
+                    for pid in pids:
+                        os.kill(pid, signal.SIGCONT)
+                return info.value, conn.session
+        error, session = run_loop(main())
+    assert "server not responding" in str(error) and silent.address in str(error)
+    assert session is None  # the connection was closed

@@ -44,7 +44,9 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
             timeout: Optional[float] = None, agent_path=_NOT_GIVEN,
             ssh_config: Union[str, SSHConfig, bool, None] = None,
             compress: Optional[bool] = None,
-            tunnel: Optional["SSHClientConnection"] = None) -> AwaitableContext:
+            tunnel: Optional["SSHClientConnection"] = None,
+            keepalive_interval: Optional[int] = None,
+            keepalive_count_max: Optional[int] = None) -> AwaitableContext:
     """Connect to ``host``, check its host key, log in; ``await`` it or ``async with`` it.
 
     asyncssh's names: ``username``, ``client_keys`` (key file paths or key
@@ -56,6 +58,10 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
     ``timeout`` (each later request as a whole), ``ssh_config``, ``compress``.
     ``tunnel``: an open connection to reach ``host`` through (a jump host, as
     asyncssh's ``tunnel=``); the host name is resolved by the jump host.
+    ``keepalive_interval`` (seconds; 0: none) and ``keepalive_count_max``: a
+    server silent for that many intervals is declared lost and every wait on
+    the connection fails (default: ServerAliveInterval / ServerAliveCountMax of
+    the ssh config, else the gevent client's defaults).
     """
     policy = host_key_policy
     if known_hosts is None:
@@ -64,7 +70,8 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
         user=username, port=port, password=password, passphrase=passphrase, timeout=timeout,
         known_hosts=None if known_hosts in (None, _NOT_GIVEN) else os.fspath(known_hosts),
         host_key_policy=policy, compress=compress,
-        allow_agent=False if agent_path is None else None)
+        allow_agent=False if agent_path is None else None,
+        keepalive_seconds=keepalive_interval, keepalive_count_max=keepalive_count_max)
     return AwaitableContext(_connect(host, options, ssh_config, client_keys, connect_timeout,
                                       None if agent_path in (None, _NOT_GIVEN) else agent_path,
                                       tunnel))
@@ -142,6 +149,7 @@ class SSHClientConnection:
         self.session = Session()
         self.session.set_blocking(False)
         self._driver = AsyncSessionDriver(sock, self.session, host, self.port, resolved.timeout)
+        self._driver.on_close.append(self.close)  # a lost server closes the connection too
         self._closed = asyncio.Event()
         self._relay: Optional[asyncio.Future] = None
 
@@ -165,6 +173,9 @@ class SSHClientConnection:
         except exc.HostKeyError as err:
             raise HostKeyNotVerifiable(*err.args, host=err.host, port=err.port) from err
         await self._login(deadline, client_keys, agent_path)
+        if options.keepalive_seconds:
+            self._driver.start_keepalive(options.keepalive_seconds,
+                                         options.keepalive_count_max or 0)
 
     async def _login(self, deadline, client_keys, agent_path) -> None:
         """Keys given (and nothing else), else the agent, then the default identities;

@@ -10,6 +10,7 @@ thread and no thread is used.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Callable, Optional
 
 from pssh import exceptions as exc
@@ -17,6 +18,8 @@ from pssh.deadlines import UNSET, deadline_after, remaining
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
+
+log = logging.getLogger("pssh.aio.driver")
 
 
 class AsyncSessionDriver:
@@ -42,6 +45,10 @@ class AsyncSessionDriver:
         self._registrations: set = set()  # loop.add_reader / add_writer while registered
         self._opening = asyncio.Lock()
         self._received_seen = -1
+        self._lost: Optional[exc.PSSHError] = None
+        self._keepalive: Optional[asyncio.Task] = None
+        #: Called once the connection is closed, whoever closed it.
+        self.on_close: list = []
 
     async def wait(self, timeout: Optional[float], what: str = "waiting for the server") -> None:
         """Wait once for the socket, in the direction libssh2 is blocked on.
@@ -50,6 +57,8 @@ class AsyncSessionDriver:
         (:meth:`wake`): its call may have read our packets into libssh2's queue,
         and the socket would then never become readable for us.
         """
+        if self._lost is not None:
+            raise self._lost
         if self.session is None:
             raise exc.ConnectionError.at(self.host, self.port, "the connection is closed")
         directions = self.session.block_directions()
@@ -73,6 +82,8 @@ class AsyncSessionDriver:
             if not await ready:
                 raise exc.Timeout("%s:%s: %s: nothing within %.3g s", self.host, self.port,
                                   what, timeout, host=self.host, port=self.port)
+            if self._lost is not None:
+                raise self._lost
         finally:
             if timer is not None:
                 timer.cancel()
@@ -165,8 +176,53 @@ class AsyncSessionDriver:
                               timeout, host=self.host, port=self.port)
         await self.wait(left, what)
 
+    # -- liveness ----------------------------------------------------------------------
+
+    def lose(self, reason: str) -> exc.PSSHError:
+        """Fail every wait on this connection from now on (and wake the waiting ones)."""
+        log.warning("%s:%s: %s; closing the connection", self.host, self.port, reason)
+        self._lost = exc.ConnectionError.at(self.host, self.port, reason)
+        self.wake()
+        return self._lost
+
+    def start_keepalive(self, seconds: int, count_max: int) -> None:
+        """Keepalives every ``seconds``; after a round with nothing from the server, a probe
+        that needs an answer (a channel opened and closed). None within ``count_max``
+        intervals: the server is lost, every wait fails and the connection closes."""
+        self.session.keepalive_config(False, seconds)
+        self._keepalive = asyncio.ensure_future(self._keep_alive(seconds, count_max))
+
+    async def _keep_alive(self, seconds: int, count_max: int) -> None:
+        received = -1
+        try:
+            while self.session is not None:
+                if count_max and self.session.bytes_received == received:
+                    await self._probe(seconds * count_max, count_max, seconds)
+                due = await self.eagain(self.session.keepalive_send, what="sending a keepalive")
+                received = self.session.bytes_received if self.session is not None else -1
+                await asyncio.sleep(due or seconds)
+        except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
+            log.debug("%s:%s: keepalives end: %s", self.host, self.port, err)
+
+    async def _probe(self, timeout: float, count_max: int, seconds: int) -> None:
+        try:
+            channel = await self.exclusive(self.session.open_session, timeout=timeout,
+                                           what="keepalive probe")
+            await self.eagain(channel.close, timeout=timeout, what="keepalive probe")
+        except ssh2_exc.SSH2Error:
+            return  # refused (e.g. MaxSessions): an answer all the same
+        except exc.Timeout:
+            lost = self.lose(f"server not responding: no answer for {timeout} s "
+                             f"({count_max} keepalive intervals of {seconds} s)")
+            self._keepalive = None  # this task: close() must not cancel it under itself
+            self.close()
+            raise lost
+
     def close(self) -> None:
         """Say goodbye without waiting and close the socket (idempotent)."""
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            self._keepalive = None
         session, self.session = self.session, None
         if session is not None and self.sock.fileno() >= 0:
             try:
@@ -180,6 +236,9 @@ class AsyncSessionDriver:
             self._registrations.clear()
         self.sock.close()
         self.wake()
+        hooks, self.on_close = self.on_close, []
+        for hook in hooks:
+            hook()
 
 
 def _resolve(future: asyncio.Future, ready: bool = True) -> None:
