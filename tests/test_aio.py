@@ -392,3 +392,23 @@ def test_a_silent_server_is_declared_lost_by_keepalives(run_loop, tmp_path):
         error, session = run_loop(main())
     assert "server not responding" in str(error) and silent.address in str(error)
     assert session is None  # the connection was closed
+
+
+def test_agent_forwarding_lets_remote_commands_use_the_local_agent(server, login, run_loop,
+                                                                   agent):
+    async def main():
+        async with aio.connect(server.address, agent_forwarding=True,
+                               **dict(login, agent_path=agent)) as conn:
+            listed = await conn.run("ssh-add -l")
+            # Host 1 logs in onward to itself with the agent's key (in no file there).
+            onward = await conn.run(
+                f"ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null"
+                f" -o IdentitiesOnly=no -o IdentityFile=/dev/null -p {server.port}"
+                f" {server.user}@{server.address} echo onward", check=True)
+        async with aio.connect(server.address, **dict(login, agent_path=agent)) as conn:
+            unforwarded = await conn.run("ssh-add -l")
+        return listed, onward.stdout, unforwarded.exit_status
+    listed, onward, unforwarded = run_loop(main())
+    assert listed.exit_status == 0 and "RSA" in listed.stdout
+    assert onward == "onward\n"
+    assert unforwarded == 2   # no agent there without forwarding

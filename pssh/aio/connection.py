@@ -46,7 +46,8 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
             compress: Optional[bool] = None,
             tunnel: Optional["SSHClientConnection"] = None,
             keepalive_interval: Optional[int] = None,
-            keepalive_count_max: Optional[int] = None) -> AwaitableContext:
+            keepalive_count_max: Optional[int] = None,
+            agent_forwarding: Optional[bool] = None) -> AwaitableContext:
     """Connect to ``host``, check its host key, log in; ``await`` it or ``async with`` it.
 
     asyncssh's names: ``username``, ``client_keys`` (key file paths or key
@@ -61,7 +62,9 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
     ``keepalive_interval`` (seconds; 0: none) and ``keepalive_count_max``: a
     server silent for that many intervals is declared lost and every wait on
     the connection fails (default: ServerAliveInterval / ServerAliveCountMax of
-    the ssh config, else the gevent client's defaults).
+    the ssh config, else the gevent client's defaults). ``agent_forwarding``: remote
+    commands may use the local agent (``agent_path``, else ``SSH_AUTH_SOCK``; default: the
+    ssh config's ForwardAgent).
     """
     policy = host_key_policy
     if known_hosts is None:
@@ -71,7 +74,8 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
         known_hosts=None if known_hosts in (None, _NOT_GIVEN) else os.fspath(known_hosts),
         host_key_policy=policy, compress=compress,
         allow_agent=False if agent_path is None else None,
-        keepalive_seconds=keepalive_interval, keepalive_count_max=keepalive_count_max)
+        keepalive_seconds=keepalive_interval, keepalive_count_max=keepalive_count_max,
+        forward_ssh_agent=agent_forwarding)
     return AwaitableContext(_connect(host, options, ssh_config, client_keys, connect_timeout,
                                       None if agent_path in (None, _NOT_GIVEN) else agent_path,
                                       tunnel))
@@ -152,6 +156,7 @@ class SSHClientConnection:
         self._driver.on_close.append(self.close)  # a lost server closes the connection too
         self._closed = asyncio.Event()
         self._relay: Optional[asyncio.Future] = None
+        self._agent = None  # an AgentForwarder when agent_forwarding is on
 
     # -- connecting --------------------------------------------------------------------
 
@@ -176,6 +181,16 @@ class SSHClientConnection:
         if options.keepalive_seconds:
             self._driver.start_keepalive(options.keepalive_seconds,
                                          options.keepalive_count_max or 0)
+        if options.forward_ssh_agent:
+            self._forward_agent(agent_path or os.environ.get("SSH_AUTH_SOCK"))
+
+    def _forward_agent(self, agent_path: Optional[str]) -> None:
+        if not agent_path:
+            log.warning("%s: agent forwarding asked for, but there is no local SSH agent "
+                        "(SSH_AUTH_SOCK is not set): not forwarding", self.host)
+            return
+        from pssh.aio.forward import AgentForwarder
+        self._agent = AgentForwarder(self, agent_path)
 
     async def _login(self, deadline, client_keys, agent_path) -> None:
         """Keys given (and nothing else), else the agent, then the default identities;
@@ -268,6 +283,8 @@ class SSHClientConnection:
                                                what="opening a channel")
         streams = ChannelStreams(self._driver, channel, None)
         try:
+            if self._agent is not None:
+                await self._agent.request(channel)
             for name, value in (env or {}).items():
                 await self._driver.eagain(channel.setenv, str(name), str(value),
                                           what="setting the environment")
@@ -348,6 +365,8 @@ class SSHClientConnection:
         if self.session is None:
             return
         self.session = None
+        if self._agent is not None:
+            self._agent.close()
         self._driver.close()
         if self._relay is not None:  # the jump host's side of a tunnelled connection
             self._relay.cancel()

@@ -49,6 +49,8 @@ class AsyncSessionDriver:
         self._keepalive: Optional[asyncio.Task] = None
         #: Called once the connection is closed, whoever closed it.
         self.on_close: list = []
+        #: Called before every wait (agent forwarding accepts channels there).
+        self.before_wait: list = []
 
     async def wait(self, timeout: Optional[float], what: str = "waiting for the server") -> None:
         """Wait once for the socket, in the direction libssh2 is blocked on.
@@ -62,6 +64,8 @@ class AsyncSessionDriver:
         if self.session is None:
             raise exc.ConnectionError.at(self.host, self.port, "the connection is closed")
         directions = self.session.block_directions()
+        for hook in self.before_wait:
+            hook()
         received = self.session.bytes_received
         if received != self._received_seen:
             self._received_seen = received

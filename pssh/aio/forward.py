@@ -138,3 +138,46 @@ async def tunnel_socket(conn, host: str, port: int) -> Tuple[object, asyncio.Tas
         await channel.close()
         raise
     return ours, asyncio.ensure_future(relay(channel, reader, writer))
+
+
+class AgentForwarder:
+    """Relays the agent channels the server opens (``agent_forwarding=True``) to the local
+    agent at ``agent_path``: remote programs use local keys, which never leave the agent."""
+
+    def __init__(self, conn, agent_path: str) -> None:
+        self._conn = conn
+        self._driver = conn._driver
+        self.agent_path = agent_path
+        self._relays: set = set()
+        conn.session.accept_agent_forwarding()
+        self._driver.before_wait.append(self.poll)
+
+    async def request(self, channel) -> None:
+        """Ask for forwarding on ``channel``; a refusal is logged and the command still runs."""
+        try:
+            await self._driver.eagain(channel.request_auth_agent,
+                                      what="requesting agent forwarding")
+        except ssh2_exc.SSH2Error as err:
+            log.warning("%s: the server refused agent forwarding (%s); the command runs "
+                        "without it", self._conn.host, err.message or type(err).__name__)
+
+    def poll(self) -> None:
+        """Start relaying every agent channel the server has opened so far; never waits."""
+        while (channel := self._driver.session.accept_agent_channel()) is not None:
+            task = asyncio.ensure_future(self._relay(channel))
+            self._relays.add(task)
+            task.add_done_callback(self._relays.discard)
+
+    async def _relay(self, channel) -> None:
+        try:
+            reader, writer = await asyncio.open_unix_connection(self.agent_path)
+        except OSError as err:
+            # Dropping the channel closes it: the remote program sees a refusal, not a hang.
+            log.warning("%s: cannot reach the local SSH agent at %s: %s", self._conn.host,
+                        self.agent_path, err.strerror or err)
+            return
+        await relay(ChannelConnection(ChannelStreams(self._driver, channel, None)), reader, writer)
+
+    def close(self) -> None:
+        for task in tuple(self._relays):
+            task.cancel()
