@@ -5,6 +5,7 @@ import asyncio
 import os
 import signal
 import socket
+import stat
 import threading
 import tracemalloc
 
@@ -412,3 +413,24 @@ def test_agent_forwarding_lets_remote_commands_use_the_local_agent(server, login
     assert listed.exit_status == 0 and "RSA" in listed.stdout
     assert onward == "onward\n"
     assert unforwarded == 2   # no agent there without forwarding
+
+
+def test_scp_both_ways_keeps_the_mode(server, login, run_loop, tmp_path):
+    data = os.urandom(5 * 1024 * 1024 + 3)
+    (tmp_path / "src").write_bytes(data)
+    os.chmod(tmp_path / "src", 0o751)
+    os.utime(tmp_path / "src", (1_600_000_000, 1_600_000_100))
+
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            await aio.scp(str(tmp_path / "src"), (conn, str(tmp_path / "remote")))
+            await aio.scp((conn, str(tmp_path / "remote")), str(tmp_path / "back"))
+            with pytest.raises(exc.SCPError, match="missing"):
+                await aio.scp((conn, str(tmp_path / "missing")), str(tmp_path / "never"))
+    run_loop(main())
+    remote, back = os.stat(tmp_path / "remote"), os.stat(tmp_path / "back")
+    assert (tmp_path / "remote").read_bytes() == data == (tmp_path / "back").read_bytes()
+    assert stat.S_IMODE(remote.st_mode) == stat.S_IMODE(back.st_mode) == 0o751
+    assert int(back.st_mtime) == int(remote.st_mtime)   # a download keeps the remote times
+    assert not (tmp_path / "never").exists()
+    assert sorted(os.listdir(tmp_path)) == ["back", "known_hosts", "remote", "src"]

@@ -23,9 +23,10 @@ from pssh.aio.connection import SSHClientConnection, connect
 from pssh.aio.exceptions import DisconnectError, HostKeyNotVerifiable, PermissionDenied, ProcessError
 from pssh.aio.many import HostResult, gather_hosts, run_on_hosts
 from pssh.aio.process import SSHClientProcess, SSHCompletedProcess, SSHReader, SSHWriter
+from pssh.aio.scp import scp
 from pssh.aio.sftp import SFTPAttrs, SFTPClient
 
 __all__ = ["DisconnectError", "HostKeyNotVerifiable", "HostResult", "PermissionDenied",
            "ProcessError", "SFTPAttrs", "SFTPClient", "SSHClientConnection", "SSHClientProcess",
            "SSHCompletedProcess", "SSHReader", "SSHWriter", "connect", "gather_hosts",
-           "run_on_hosts"]
+           "run_on_hosts", "scp"]
