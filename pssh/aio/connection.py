@@ -91,7 +91,7 @@ async def _connect(host, options, ssh_config, client_keys, connect_timeout, agen
         sock, relay = await asyncio.wait_for(
             tunnel_socket(tunnel, resolved.hostname, resolved.port), limit)
     else:
-        sock = await _open_socket(resolved.hostname, resolved.port, host, limit)
+        sock = await _open_socket(resolved.hostname, resolved.port, host, deadline)
     conn = SSHClientConnection(host, resolved, sock)
     conn._relay = relay
     try:
@@ -102,9 +102,11 @@ async def _connect(host, options, ssh_config, client_keys, connect_timeout, agen
     return conn
 
 
-async def _open_socket(hostname: str, port: int, host: str, limit: float) -> socket.socket:
-    """A connected non-blocking TCP socket to ``hostname:port``, within ``limit`` seconds."""
+async def _open_socket(hostname: str, port: int, host: str, deadline: float) -> socket.socket:
+    """A connected non-blocking TCP socket to ``hostname:port`` before ``deadline`` (which
+    bounds resolving and every address tried, together)."""
     loop = asyncio.get_running_loop()
+    limit = _left(deadline)
     try:
         try:
             # An IP address needs no resolver: no hop to the loop's executor thread.
@@ -124,7 +126,7 @@ async def _open_socket(hostname: str, port: int, host: str, limit: float) -> soc
         sock = socket.socket(family, kind, proto)
         sock.setblocking(False)
         try:
-            await asyncio.wait_for(loop.sock_connect(sock, address), limit)
+            await asyncio.wait_for(loop.sock_connect(sock, address), _left(deadline))
             return sock
         except ConnectionRefusedError as err:
             sock.close()
