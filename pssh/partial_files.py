@@ -22,3 +22,10 @@ def remote_part_name(path: str) -> str:
     directory, _, base = path.rpartition("/")
     prefix = directory + "/" if directory or path.startswith("/") else ""
     return f"{prefix}.{base}.{os.urandom(4).hex()}.part"
+
+
+def keep_download(part: str, local_file: str, mode: int, atime: int, mtime: int) -> None:
+    """Give a finished download the remote file's mode and times, then its real name."""
+    os.chmod(part, mode & 0o7777)
+    os.utime(part, (atime, mtime))
+    os.replace(part, local_file)

@@ -13,7 +13,7 @@ import stat
 from typing import Tuple, Union
 
 from pssh import exceptions as exc
-from pssh.partial_files import local_part_file
+from pssh.partial_files import keep_download, local_part_file
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
@@ -62,9 +62,7 @@ async def _download(conn, remote: str, local: str) -> None:
                     driver.wake()
                     fh.write(data)
                     left -= size
-        os.chmod(part, info.st_mode & 0o7777)
-        os.utime(part, (info.st_atime, info.st_mtime))
-        os.replace(part, local)
+        keep_download(part, local, info.st_mode, info.st_atime, info.st_mtime)
     except BaseException:
         os.unlink(part)
         raise

@@ -18,7 +18,7 @@ import stat
 from typing import Callable, Iterator, Optional
 
 from pssh import exceptions as exc
-from pssh.partial_files import local_part_file, remote_part_name
+from pssh.partial_files import keep_download, local_part_file, remote_part_name
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
@@ -391,9 +391,7 @@ class TransferMixin:
                     else:
                         fh.write(data)
                         left -= size
-            os.chmod(part, info.st_mode & 0o7777)
-            os.utime(part, (info.st_atime, info.st_mtime))
-            os.replace(part, local_file)
+            keep_download(part, local_file, info.st_mode, info.st_atime, info.st_mtime)
         except BaseException:
             os.unlink(part)
             raise
