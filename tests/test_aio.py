@@ -434,3 +434,27 @@ def test_scp_both_ways_keeps_the_mode(server, login, run_loop, tmp_path):
     assert int(back.st_mtime) == int(remote.st_mtime)   # a download keeps the remote times
     assert not (tmp_path / "never").exists()
     assert sorted(os.listdir(tmp_path)) == ["back", "known_hosts", "remote", "src"]
+
+
+def test_sftp_recursive_put_and_get(server, login, run_loop, tmp_path):
+    tree = tmp_path / "tree"
+    (tree / "sub" / "deeper").mkdir(parents=True)
+    (tree / "a.txt").write_text("a")
+    (tree / "sub" / "b.bin").write_bytes(os.urandom(70_000))
+    (tree / "sub" / "deeper" / "c").write_text("c")
+    (tree / "sub").chmod(0o750)
+
+    def listing(root):
+        return sorted((str(p.relative_to(root)), p.read_bytes() if p.is_file() else None)
+                      for p in root.rglob("*"))
+
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            async with conn.start_sftp_client() as sftp:
+                await sftp.put(str(tree), str(tmp_path / "remote"), recurse=True)
+                (tmp_path / "local").mkdir()
+                await sftp.get(str(tmp_path / "remote"), str(tmp_path / "local"), recurse=True)
+    run_loop(main())
+    assert listing(tmp_path / "remote") == listing(tree)
+    assert listing(tmp_path / "local" / "remote") == listing(tree)   # into the existing folder
+    assert stat.S_IMODE(os.stat(tmp_path / "remote" / "sub").st_mode) == 0o750

@@ -141,12 +141,24 @@ class SFTPClient:
         return SFTPClientFile(self, handle, path, text)
 
     async def get(self, remotepath: str, localpath: Optional[str] = None, *,
-                  progress_handler: Progress = None) -> None:
-        """Download ``remotepath`` to ``localpath`` (default: its name, here)."""
+                  recurse: bool = False, progress_handler: Progress = None) -> None:
+        """Download ``remotepath`` to ``localpath`` (default: its name, here; into it if it is
+        a directory). ``recurse``: a remote directory is copied with all it holds."""
         localpath = os.fspath(localpath) if localpath is not None \
-            else posixpath.basename(remotepath)
+            else posixpath.basename(remotepath.rstrip("/"))
         if os.path.isdir(localpath):
-            localpath = os.path.join(localpath, posixpath.basename(remotepath))
+            localpath = os.path.join(localpath, posixpath.basename(remotepath.rstrip("/")))
+        if recurse and (await self.stat(remotepath)).type == _TYPES[stat.S_IFDIR]:
+            os.makedirs(localpath, exist_ok=True)
+            for name in await self.listdir(remotepath):
+                if name not in (".", ".."):
+                    await self.get(posixpath.join(remotepath, name),
+                                   os.path.join(localpath, name), recurse=True,
+                                   progress_handler=progress_handler)
+            return
+        await self._get_file(remotepath, localpath, progress_handler)
+
+    async def _get_file(self, remotepath: str, localpath: str, progress_handler: Progress):
         handle = await self._call(self._sftp.open, remotepath, LIBSSH2_FXF_READ, 0,
                                   what=f"opening {remotepath!r}")
         fd, part = local_part_file(localpath)
@@ -188,10 +200,19 @@ class SFTPClient:
                 progress_handler(remotepath.encode(), localpath.encode(), done, total)
 
     async def put(self, localpath: str, remotepath: Optional[str] = None, *,
-                  progress_handler: Progress = None) -> None:
-        """Upload ``localpath`` to ``remotepath`` (default: its name, in the remote home)."""
+                  recurse: bool = False, progress_handler: Progress = None) -> None:
+        """Upload ``localpath`` to ``remotepath`` (default: its name, in the remote home).
+        ``recurse``: a local directory is copied with all it holds (directories made as
+        needed, with the local ones' modes)."""
         localpath = os.fspath(localpath)
-        remotepath = remotepath or os.path.basename(localpath)
+        remotepath = remotepath or os.path.basename(localpath.rstrip("/"))
+        if recurse and os.path.isdir(localpath):
+            if not await self.exists(remotepath):
+                await self.mkdir(remotepath, mode=stat.S_IMODE(os.stat(localpath).st_mode))
+            for name in sorted(os.listdir(localpath)):
+                await self.put(os.path.join(localpath, name), posixpath.join(remotepath, name),
+                               recurse=True, progress_handler=progress_handler)
+            return
         mode = stat.S_IMODE(os.stat(localpath).st_mode)
         part = remote_part_name(remotepath)
         handle = await self._call(self._sftp.open, part,
