@@ -458,3 +458,18 @@ def test_sftp_recursive_put_and_get(server, login, run_loop, tmp_path):
     assert listing(tmp_path / "remote") == listing(tree)
     assert listing(tmp_path / "local" / "remote") == listing(tree)   # into the existing folder
     assert stat.S_IMODE(os.stat(tmp_path / "remote" / "sub").st_mode) == 0o750
+
+
+def test_remote_port_forwarding(server, login, run_loop, echo_port):
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            async with await conn.forward_remote_port("127.0.0.1", 0, "127.0.0.1",
+                                                      echo_port) as listener:
+                port = listener.get_port()
+                # A program on the server connects to its own port: we carry it to echo.
+                results = [await conn.run(
+                    f"exec 3<>/dev/tcp/127.0.0.1/{port}; echo hello {i} >&3; head -n 1 <&3",
+                    check=True) for i in range(2)]
+            return port, [r.stdout for r in results]
+    port, outputs = run_loop(main())
+    assert port > 0 and outputs == ["hello 0\n", "hello 1\n"]

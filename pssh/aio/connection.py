@@ -353,6 +353,13 @@ class SSHClientConnection:
         from pssh.aio.forward import forward_local_port
         return await forward_local_port(self, listen_host, listen_port, dest_host, dest_port)
 
+    async def forward_remote_port(self, listen_host: str, listen_port: int, dest_host: str,
+                                  dest_port: int):
+        """Have the server listen (``ssh -R``) and carry each connection it accepts to
+        ``dest_host:dest_port`` from here: a :class:`~pssh.aio.forward.SSHRemoteListener`."""
+        from pssh.aio.forward import forward_remote_port
+        return await forward_remote_port(self, listen_host, listen_port, dest_host, dest_port)
+
     # -- SFTP ------------------------------------------------------------------------------
 
     def start_sftp_client(self) -> AwaitableContext:

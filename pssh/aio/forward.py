@@ -122,6 +122,85 @@ async def forward_local_port(conn, listen_host: str, listen_port: int, dest_host
     return SSHListener(server)
 
 
+class SSHRemoteListener:
+    """A port the server listens on for us (``ssh -R``; asyncssh's listener API): each
+    connection made to it is carried to a local destination."""
+
+    def __init__(self, conn, listener, port: int, task: asyncio.Task) -> None:
+        self._conn = conn
+        self._listener = listener
+        self._port = port
+        self._task = task
+
+    def get_port(self) -> int:
+        """The port the server listens on (the one it chose when 0 was asked for)."""
+        return self._port
+
+    def close(self) -> None:
+        """Stop accepting; the server stops listening when the connection ends (or at
+        :meth:`wait_closed`)."""
+        self._task.cancel()
+
+    async def wait_closed(self) -> None:
+        await asyncio.gather(self._task, return_exceptions=True)
+        if self._conn.session is not None and self._listener is not None:
+            listener, self._listener = self._listener, None
+            try:
+                await self._conn._driver.eagain(listener.forward_cancel,
+                                                what="cancelling a remote forward")
+            except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
+                log.debug("%s: cancelling a remote forward: %s", self._conn.host, err)
+
+    async def __aenter__(self) -> "SSHRemoteListener":
+        return self
+
+    async def __aexit__(self, *exc_info) -> None:
+        self.close()
+        await self.wait_closed()
+
+
+async def forward_remote_port(conn, listen_host: str, listen_port: int, dest_host: str,
+                              dest_port: int) -> SSHRemoteListener:
+    """Ask the server to listen on ``listen_host:listen_port`` (``""``: every address; port
+    0: the server chooses) and carry each connection to ``dest_host:dest_port`` from here."""
+    driver = conn._driver
+    try:
+        listener, port = await driver.exclusive(conn.session.forward_listen_ex, 16,
+                                                listen_host or None, listen_port,
+                                                what="asking for a remote forward")
+    except ssh2_exc.SSH2Error as err:
+        raise exc.SessionError.at(conn.host, conn.port,
+                                  f"the server refused to listen on "
+                                  f"{listen_host or '*'}:{listen_port}: {err}") from err
+
+    async def accept_loop() -> None:
+        relays = set()
+        try:
+            while True:
+                channel = await driver.eagain(listener.forward_accept, timeout=None,
+                                              what="waiting for forwarded connections")
+                task = asyncio.ensure_future(_to_local(conn, channel, dest_host, dest_port))
+                relays.add(task)
+                task.add_done_callback(relays.discard)
+        finally:
+            for task in tuple(relays):
+                task.cancel()
+
+    return SSHRemoteListener(conn, listener, port, asyncio.ensure_future(accept_loop()))
+
+
+async def _to_local(conn, channel, host: str, port: int) -> None:
+    streams = ChannelStreams(conn._driver, channel, None)
+    try:
+        reader, writer = await asyncio.open_connection(host, port)
+    except OSError as err:
+        log.warning("%s: a remote forward's connection to %s:%s failed: %s", conn.host, host,
+                    port, err.strerror or err)
+        await ChannelConnection(streams).close()
+        return
+    await relay(ChannelConnection(streams), reader, writer)
+
+
 async def tunnel_socket(conn, host: str, port: int) -> Tuple[object, asyncio.Task]:
     """A socket connected, through ``conn``, to ``host:port``: one end of a socket pair
     whose other end a task relays over a direct-tcpip channel."""
