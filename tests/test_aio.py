@@ -232,6 +232,8 @@ def test_cancelled_command_and_transfer_and_handshake_leak_nothing(server, login
         async with aio.connect(server.address, **login) as conn:
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(conn.run("sleep 30"), 0.5)
+            # Only the command's channel went: the connection carries on.
+            assert (await conn.run("echo still here")).stdout == "still here\n"
         async with aio.connect(server.address, **login) as conn:
             async with conn.start_sftp_client() as sftp:
                 started = asyncio.Event()

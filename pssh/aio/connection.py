@@ -332,10 +332,20 @@ class SSHClientConnection:
         return result
 
     def _abandon(self, streams: ChannelStreams) -> None:
-        """A command given up (cancelled, timed out): its channel is of no further use; the
-        connection, which may be mid-packet, is closed so that nothing half-done remains."""
+        """A command given up (cancelled, timed out): send its channel's close and keep the
+        connection. sshd confirms the close only once the command has ended (without a pty
+        it is left to run, as with a closed ``ssh`` client), so nothing waits for that:
+        libssh2 drops the channel's later packets. If even the close cannot be sent, the
+        connection is closed, so that nothing half-done remains."""
+        if self.session is None or streams.closed:
+            return
         streams.closed = True
-        self.close()
+        try:
+            streams.channel.close()   # sends CLOSE; EAGAIN: the server has not answered yet
+        except ssh2_exc.SSH2Error as err:
+            log.debug("%s: closing an abandoned channel failed (%s): closing the connection",
+                      self.host, err)
+            self.close()
 
     # -- forwarding ------------------------------------------------------------------------
 
