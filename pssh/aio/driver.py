@@ -97,7 +97,7 @@ class AsyncSessionDriver:
 
     def _watch(self, waiters: set, ready: asyncio.Future, add: Callable,
                callback: Callable) -> None:
-        if not waiters and not self._registered(add):
+        if not waiters and add not in self._registrations:
             add(self._fd, callback)
             self._registrations.add(add)
         waiters.add(ready)
@@ -106,9 +106,6 @@ class AsyncSessionDriver:
         # The registration stays until an event finds nobody waiting: a transfer waits
         # thousands of times a second, and each add/remove is a system call.
         waiters.discard(ready)
-
-    def _registered(self, add: Callable) -> bool:
-        return add in self._registrations
 
     def _readable(self) -> None:
         self._dispatch(self._readers, self._loop.add_reader, self._loop.remove_reader)

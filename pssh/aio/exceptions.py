@@ -8,6 +8,7 @@ a :class:`pssh.exceptions.HostKeyError`; connection-level failures
 """
 from __future__ import annotations
 
+import signal
 from typing import Optional
 
 from pssh import exceptions as exc
@@ -49,13 +50,11 @@ class ProcessError(exc.PSSHError):
         return _returncode(self.exit_status, self.exit_signal)
 
 
-_SIGNALS = {"HUP": 1, "INT": 2, "QUIT": 3, "ILL": 4, "ABRT": 6, "FPE": 8, "KILL": 9,
-            "SEGV": 11, "PIPE": 13, "ALRM": 14, "TERM": 15, "USR1": 10, "USR2": 12}
-
-
 def _returncode(exit_status: Optional[int], exit_signal: Optional[tuple]) -> Optional[int]:
+    """As ``subprocess`` does: minus the signal's number (this platform's) when killed by one."""
     if exit_signal:
-        number = _SIGNALS.get(exit_signal[0])
-        if number is not None:
-            return -number
+        try:
+            return -signal.Signals[f"SIG{exit_signal[0]}"]
+        except KeyError:
+            pass
     return exit_status

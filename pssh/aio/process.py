@@ -17,8 +17,8 @@ from typing import AsyncIterator, Optional, Union
 from pssh import exceptions as exc
 from pssh.aio.driver import UNSET, AsyncSessionDriver, deadline_after, remaining
 from pssh.aio.exceptions import _returncode
+from pssh.channel_io import data_pending, read_available
 
-CHUNK = 65536
 
 
 @dataclass
@@ -52,27 +52,21 @@ class ChannelStreams:
         self.exit_signal: Optional[tuple] = None
 
     def _read_some(self, stream: int, enough: bool = False) -> bool:
-        """Move what libssh2 holds for ``stream`` into its buffer; True if anything came.
-        With ``enough``, stop at the first chunk: each read lets the server send more, and
-        a fast server would otherwise fill the buffer faster than it is consumed."""
-        progress = False
-        while not self._eof[stream] and not (enough and self._chunks[stream]):
-            size, data = self.channel.read_ex(CHUNK, stream)
-            if size > 0:
-                self._chunks[stream].append(data)
-            elif size == 0:
-                self._eof[stream] = True
-            else:
-                break
-            progress = True
+        """Move what libssh2 holds for ``stream`` into its buffer; True if anything came
+        (with ``enough``, stop at the first chunk: see :func:`pssh.channel_io.read_available`)."""
+        if self._eof[stream]:
+            return False
+        chunks = self._chunks[stream]
+        progress, ended = read_available(self.channel, stream, chunks.append,
+                                         (lambda: bool(chunks)) if enough else None)
+        if ended:
+            self._eof[stream] = True
         if progress:
             self.driver.wake()
         return progress
 
     def _pending(self) -> bool:
-        # Reading one stream can pull the other's packets into libssh2's queue:
-        # the socket would then never become readable for them.
-        return bool(self.channel.poll_channel_read(1)) or self.channel.eof()
+        return data_pending(self.channel)
 
     async def chunk(self, stream: int) -> bytes:
         """The next chunk of ``stream``; b"" once it has ended."""

@@ -106,17 +106,12 @@ class SFTPClient:
         handle = await self._call(self._sftp.opendir, path, what=f"opendir of {path!r}")
         names = []
         try:
-            entries = handle.readdir()
-            while True:
-                try:
-                    size, name, _ = next(entries)
-                except StopIteration:
-                    break
+            # The bindings' iterator yields an EAGAIN entry when it would block, then goes on.
+            for size, name, _ in handle.readdir():
                 if size == LIBSSH2_ERROR_EAGAIN:
-                    entries = handle.readdir()
                     await self._driver.wait(self._driver.timeout, "reading a directory")
-                    continue
-                names.append(name.decode("utf-8", "surrogateescape"))
+                else:
+                    names.append(name.decode("utf-8", "surrogateescape"))
         finally:
             await self._close(handle)
         return names

@@ -21,13 +21,13 @@ from typing import Iterator, Optional
 from gevent.event import Event
 
 from pssh import exceptions as exc
+from pssh.channel_io import data_pending, read_available
 from pssh.driver import UNSET, SessionDriver, deadline_after, remaining
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
 log = logging.getLogger("pssh.reader")
 
-CHUNK = 65536
 
 
 class ConcurrentRWBuffer:
@@ -143,34 +143,24 @@ class ChannelReader:
     # -- reading ---------------------------------------------------------------
 
     def _read_some(self, stream: int, enough: bool = False) -> bool:
-        """Move what libssh2 has for ``stream`` into its buffer; True if anything came.
-        With ``enough``, stop at the first chunk: each read lets the server send more, and
-        a fast server would otherwise fill the buffer faster than it is consumed."""
+        """Move what libssh2 has for ``stream`` into its buffer; True if anything came
+        (with ``enough``, stop at the first chunk: see :func:`pssh.channel_io.read_available`)."""
         buffer = self._buffers[stream]
-        progress = False
-        while not buffer.eof.is_set() and not (enough and buffer._chunks):
-            if self.closed:
-                buffer.eof.set()
-                return True
-            size, data = self.channel.read_ex(CHUNK, stream)
-            if size > 0:
-                buffer.write(data)
-            elif size == 0:
-                buffer.eof.set()
-            else:
-                break
-            progress = True
+        if buffer.eof.is_set():
+            return False
+        if self.closed:
+            buffer.eof.set()
+            return True
+        progress, ended = read_available(self.channel, stream, buffer.write,
+                                         (lambda: bool(buffer._chunks)) if enough else None)
+        if ended:
+            buffer.eof.set()
         if progress:
             self.driver.wake()
         return progress
 
     def _pending(self) -> bool:
-        """Whether libssh2 already holds data or EOF for this channel.
-
-        Reading one stream can pull the other stream's packets off the socket
-        into libssh2's queue; waiting on the socket for them would hang.
-        """
-        return bool(self.channel.poll_channel_read(1)) or self.channel.eof()
+        return data_pending(self.channel)
 
     def fill(self, stream: int, deadline: Optional[float]) -> None:
         """Read until ``stream`` has data or has ended, draining the other stream meanwhile.
