@@ -60,6 +60,11 @@ class ConnectOptions:
     proxy_pkey: Key = None
     #: Jump hosts in OpenSSH ``-J`` syntax: ``[user@]host[:port],...``.
     proxy_jump: Optional[str] = None
+    #: Algorithm lists in OpenSSH syntax (``Ciphers``, ``MACs``, ``KexAlgorithms``):
+    #: ``a,b`` these only, ``+a`` added to the default, ``-a*`` removed, ``^a`` put first.
+    ciphers: Optional[str] = None
+    macs: Optional[str] = None
+    kex_algorithms: Optional[str] = None
 
     def given(self) -> dict:
         """The fields set at this layer."""
@@ -108,7 +113,8 @@ def config_layer(cfg: HostOptions) -> ConnectOptions:
         keepalive_count_max=cfg.server_alive_count_max,
         known_hosts=cfg.known_hosts, host_key_policy=cfg.host_key_policy,
         forward_ssh_agent=cfg.forward_agent, compress=cfg.compression,
-        proxy_jump=cfg.proxy_jump)
+        proxy_jump=cfg.proxy_jump, ciphers=cfg.ciphers, macs=cfg.macs,
+        kex_algorithms=cfg.kex_algorithms)
 
 
 #: The values used when neither the caller nor the ssh config sets one

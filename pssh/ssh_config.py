@@ -40,7 +40,8 @@ def local_user() -> str:
 MAX_INCLUDE_DEPTH = 16
 _SINGLE = ("hostname", "user", "port", "identitiesonly", "proxyjump", "stricthostkeychecking",
            "userknownhostsfile", "connecttimeout", "serveraliveinterval",
-           "serveralivecountmax", "compression", "forwardagent", "hostkeyalias")
+           "serveralivecountmax", "compression", "forwardagent", "hostkeyalias",
+           "ciphers", "macs", "kexalgorithms")
 _KEYWORD = re.compile(r"([^\s=]+)(?:\s*=\s*|\s+|$)(.*)")
 _POLICIES = {"yes": "strict", "ask": "strict", "accept-new": "accept-new", "no": "off",
              "off": "off"}
@@ -69,6 +70,9 @@ class HostOptions:
     server_alive_count_max: Optional[int] = None
     compression: Optional[bool] = None
     forward_agent: Optional[bool] = None
+    ciphers: Optional[str] = None
+    macs: Optional[str] = None
+    kex_algorithms: Optional[str] = None
 
 
 @dataclass
@@ -287,6 +291,9 @@ class SSHConfig:
             server_alive_count_max=number("serveralivecountmax"),
             compression=flag("compression"),
             forward_agent=flag("forwardagent"),
+            ciphers=get("ciphers"),
+            macs=get("macs"),
+            kex_algorithms=get("kexalgorithms"),
         )
 
 

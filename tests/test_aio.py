@@ -14,7 +14,7 @@ import uvloop
 
 from pssh import aio
 from pssh import exceptions as exc
-from pssh.sshd import ClientKeys
+from pssh.sshd import PASSPHRASE, ClientKeys
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])
@@ -475,3 +475,69 @@ def test_remote_port_forwarding(server, login, run_loop, echo_port):
             return port, [r.stdout for r in results]
     port, outputs = run_loop(main())
     assert port > 0 and outputs == ["hello 0\n", "hello 1\n"]
+
+
+def test_algorithm_lists_decide_what_is_negotiated(server, login, run_loop):
+    from ssh2.session import LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_KEX, LIBSSH2_METHOD_MAC_CS
+
+    async def main():
+        async with aio.connect(server.address, encryption_algs=["aes256-ctr"],
+                               mac_algs="hmac-sha2-512", kex_algs=["ecdh-sha2-nistp256"],
+                               **login) as conn:
+            methods = [conn.session.methods(kind) for kind in
+                       (LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_MAC_CS, LIBSSH2_METHOD_KEX)]
+            return methods, (await conn.run("echo ok")).stdout
+    assert run_loop(main()) == (["aes256-ctr", "hmac-sha2-512", "ecdh-sha2-nistp256"], "ok\n")
+
+
+def test_no_supported_algorithm_is_a_clear_error(server, login, run_loop):
+    async def main():
+        async with aio.connect(server.address, encryption_algs="twofish-cbc", **login):
+            pass
+    with pytest.raises(exc.ConnectionError, match=f"{server.address}.*Ciphers 'twofish-cbc'"):
+        run_loop(main())
+
+
+def test_encrypted_key_errors_say_what_is_wrong(server, login, run_loop):
+    login["client_keys"] = [server.keys.private("passphrase")]
+
+    async def attempt(**more):
+        async with aio.connect(server.address, **login, **more) as conn:
+            return (await conn.run("echo in")).stdout
+    with pytest.raises(exc.PKeyFileError, match="is encrypted: give its passphrase"):
+        run_loop(attempt())
+    with pytest.raises(exc.PKeyFileError, match="wrong passphrase") as info:
+        run_loop(attempt(passphrase="wrong"))
+    assert info.value.host == server.address
+    assert run_loop(attempt(passphrase=PASSPHRASE)) == "in\n"
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_cancellable_commands_are_stopped_on_the_server(server, login, run_loop, tmp_path):
+    pidfile = tmp_path / "pid"
+
+    async def main():
+        async with aio.connect(server.address, **login) as conn:
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(conn.run(f"sleep 300 & echo $! > {pidfile}; wait",
+                                                cancellable=True), 1)
+            proc = await conn.create_process("echo started; sleep 300", cancellable=True)
+            assert await proc.stdout.readline() == "started\n"
+            await proc.terminate()
+            return await proc.wait(10)
+    done = run_loop(main())
+    assert done.exit_signal[0] == "TERM" and done.returncode == -15
+    # The cancelled run's background child was signalled before the connection closed.
+    pid = int(pidfile.read_text())
+    for _ in range(50):
+        if not _running(pid):
+            break
+        threading.Event().wait(0.1)
+    assert not _running(pid), f"sleep {pid} outlived its cancelled run"

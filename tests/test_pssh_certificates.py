@@ -66,3 +66,19 @@ def test_key_without_certificate_or_wrong_principal_is_refused(ca_server, tmp_pa
         connect(server, tmp_path, pkey=key)
     with pytest.raises(exc.PKeyFileError):
         connect(server, tmp_path, pkey=key, cert_file=str(tmp_path / "missing-cert.pub"))
+
+
+def test_asyncio_front_end_uses_the_certificate_too(ca_server, tmp_path):
+    import asyncio
+
+    from pssh import aio
+    server, keys = ca_server
+    key = signed_key(keys, "aio", server.user, tmp_path)
+
+    async def main():
+        async with aio.connect(server.address, port=server.port, username=server.user,
+                               client_keys=[key], known_hosts=str(tmp_path / "kh"),
+                               agent_path=None, ssh_config=False) as conn:
+            return (await conn.run("echo by certificate")).stdout
+    assert asyncio.run(main()) == "by certificate\n"
+    server.wait_for_log('Accepted certificate ID "aio"')

@@ -123,3 +123,31 @@ def test_proxy_jump_none_and_jump_syntax():
     assert parse_jump("ssh://u@[::1]:2022") == [("u", "::1", 2022)]
     with pytest.raises(SSHConfigError):
         parse_jump("u@:22")
+
+
+def test_algorithm_lists_from_the_config_and_arguments(server, tmp_path):
+    from pssh.clients import SSHClient
+    from ssh2.session import LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC
+    config = tmp_path / "config"
+    config.write_text(f"Host {server.address}\n  Ciphers ^aes192-ctr\n")
+    client = SSHClient(server.address, port=server.port, pkey=server.keys.private(),
+                       known_hosts=str(tmp_path / "kh"), ssh_config=str(config))
+    assert client.session.methods(LIBSSH2_METHOD_CRYPT_CS) == "aes192-ctr"
+    assert client.session.methods(LIBSSH2_METHOD_CRYPT_SC) == "aes192-ctr"
+    client.close()
+    client = SSHClient(server.address, port=server.port, pkey=server.keys.private(),
+                       known_hosts=str(tmp_path / "kh"), ssh_config=str(config),
+                       ciphers="aes128-ctr")
+    assert client.session.methods(LIBSSH2_METHOD_CRYPT_CS) == "aes128-ctr"
+    assert list(client.run_command("echo ok").stdout) == ["ok"]
+    client.close()
+
+
+def test_algorithm_list_syntax():
+    from pssh.login import algorithm_list
+    supported = ["a-gcm", "b-gcm", "c-ctr", "d-cbc"]
+    default = ["b-gcm", "a-gcm", "c-ctr"]
+    assert algorithm_list("c-ctr,x,a-gcm", supported, default) == ["c-ctr", "a-gcm"]
+    assert algorithm_list("+d-cbc", supported, default) == default + ["d-cbc"]
+    assert algorithm_list("-*-gcm", supported, default) == ["c-ctr"]
+    assert algorithm_list("^c-ctr", supported, default) == ["c-ctr", "b-gcm", "a-gcm"]

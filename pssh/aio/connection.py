@@ -19,13 +19,15 @@ from pssh.aio.awaitable import AwaitableContext
 from pssh.aio.driver import AsyncSessionDriver, deadline_after, remaining
 from pssh.aio.exceptions import HostKeyNotVerifiable, PermissionDenied, ProcessError
 from pssh.aio.process import ChannelStreams, SSHClientProcess, SSHCompletedProcess
+from pssh.cancel import kill_script, new_marker, with_marker
 from pssh.keys import inspect_key, inspect_key_file
-from pssh.known_hosts import prefer_certificates, verify_host_key
+from pssh.known_hosts import verify_host_key
+from pssh.login import (accepted, agent_attempts, disconnect_agent, key_data_attempt,
+                        key_errors, key_file_attempts, password_attempt, prepare_session)
 from pssh.options import ConnectOptions, ssh_config_of
 from pssh.ssh_config import SSHConfig
 from ssh2 import exceptions as ssh2_exc
-from ssh2.session import (LIBSSH2_FLAG_EARLY_USERAUTH, LIBSSH2_FLAG_PUBLICKEY_NO_QUERY,
-                          PATCHED_LIBSSH2, Session)
+from ssh2.session import Session
 
 log = logging.getLogger("pssh.aio")
 
@@ -33,7 +35,11 @@ log = logging.getLogger("pssh.aio")
 DEFAULT_IDENTITIES = tuple(os.path.expanduser(os.path.join("~", ".ssh", name))
                            for name in ("id_ed25519", "id_ecdsa", "id_rsa"))
 
+#: Seconds allowed for signalling a command that is being stopped.
+STOP_TIMEOUT = 10.0
+
 Key = Union[str, bytes]
+Algorithms = Union[str, Sequence[str], None]
 _NOT_GIVEN = object()
 
 
@@ -47,7 +53,9 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
             tunnel: Optional["SSHClientConnection"] = None,
             keepalive_interval: Optional[int] = None,
             keepalive_count_max: Optional[int] = None,
-            agent_forwarding: Optional[bool] = None) -> AwaitableContext:
+            agent_forwarding: Optional[bool] = None,
+            encryption_algs: Algorithms = None, mac_algs: Algorithms = None,
+            kex_algs: Algorithms = None) -> AwaitableContext:
     """Connect to ``host``, check its host key, log in; ``await`` it or ``async with`` it.
 
     asyncssh's names: ``username``, ``client_keys`` (key file paths or key
@@ -64,7 +72,11 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
     the connection fails (default: ServerAliveInterval / ServerAliveCountMax of
     the ssh config, else the gevent client's defaults). ``agent_forwarding``: remote
     commands may use the local agent (``agent_path``, else ``SSH_AUTH_SOCK``; default: the
-    ssh config's ForwardAgent).
+    ssh config's ForwardAgent). ``encryption_algs``, ``mac_algs``, ``kex_algs``:
+    the algorithms to offer, in order (a list, or a string in OpenSSH's
+    ``Ciphers`` syntax: ``"+aes128-cbc"`` adds to the default, ``"-chacha*"``
+    removes, ``"^aes256-ctr"`` puts first); default: the ssh config's
+    Ciphers / MACs / KexAlgorithms, else libssh2's (fastest cipher first).
     """
     policy = host_key_policy
     if known_hosts is None:
@@ -75,10 +87,16 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
         host_key_policy=policy, compress=compress,
         allow_agent=False if agent_path is None else None,
         keepalive_seconds=keepalive_interval, keepalive_count_max=keepalive_count_max,
-        forward_ssh_agent=agent_forwarding)
+        forward_ssh_agent=agent_forwarding, ciphers=_algorithms(encryption_algs),
+        macs=_algorithms(mac_algs), kex_algorithms=_algorithms(kex_algs))
     return AwaitableContext(_connect(host, options, ssh_config, client_keys, connect_timeout,
                                       None if agent_path in (None, _NOT_GIVEN) else agent_path,
                                       tunnel))
+
+
+def _algorithms(algs: Algorithms) -> Optional[str]:
+    """asyncssh's algorithm lists (a sequence of names) in OpenSSH's comma syntax."""
+    return algs if algs is None or isinstance(algs, str) else ",".join(algs)
 
 
 async def _connect(host, options, ssh_config, client_keys, connect_timeout, agent_path, tunnel):
@@ -159,19 +177,13 @@ class SSHClientConnection:
         self._closed = asyncio.Event()
         self._relay: Optional[asyncio.Future] = None
         self._agent = None  # an AgentForwarder when agent_forwarding is on
+        self._cleanups: set = set()  # tasks stopping remote commands
 
     # -- connecting --------------------------------------------------------------------
 
     async def _start(self, deadline, client_keys, agent_path) -> None:
         session, options = self.session, self._resolved.options
-        if PATCHED_LIBSSH2:
-            session.flag(LIBSSH2_FLAG_EARLY_USERAUTH)  # login request right after the handshake
-        if options.compress:
-            from ssh2.session import LIBSSH2_FLAG_COMPRESS
-            session.flag(LIBSSH2_FLAG_COMPRESS)
-        if options.host_key_policy != "off":
-            prefer_certificates(session, self._resolved.host_key_name, self.port,
-                                options.known_hosts)
+        prepare_session(session, self._resolved, self.host)
         await self._driver.eagain(session.handshake, self._driver.sock,
                                   timeout=_left(deadline), what="SSH handshake")
         try:
@@ -213,68 +225,64 @@ class SSHClientConnection:
             if await self._key_login(key, passphrase, deadline, tried):
                 return
         if options.password is not None:
-            tried.append("password")
-            if await self._attempt(self.session.userauth_password, self.username,
-                                   options.password, deadline=deadline, what="password"):
+            attempt = password_attempt(self.session, self.username, options.password,
+                                       options.keyboard_interactive)
+            if await self._attempts([attempt], deadline, tried):
                 return
         raise PermissionDenied.at(self.host, self.port, f"authentication as {self.username!r} "
                                   f"failed (tried: {', '.join(tried) or 'nothing'})")
 
-    async def _attempt(self, method, *args, deadline, what: str) -> bool:
-        try:
-            await self._driver.eagain(method, *args, timeout=_left(deadline), what=what)
-        except ssh2_exc.AuthenticationError as err:
-            log.debug("%s: %s refused: %s", self.host, what, err)
-            return False
-        return bool(self.session.userauth_authenticated())
+    async def _attempts(self, attempts, deadline, tried: list) -> bool:
+        """Make each login call in turn until one logs us in."""
+        for attempt in attempts:
+            tried.append(attempt.what)
+            try:
+                await self._driver.eagain(attempt.call, *attempt.args, timeout=_left(deadline),
+                                          what=attempt.what)
+            except ssh2_exc.PublickeyUnverifiedError:
+                raise  # signing failed here (a wrong passphrase?): the caller says why
+            except ssh2_exc.AuthenticationError as err:
+                log.debug("%s: %s refused: %s", self.host, attempt.what, err)
+                continue
+            if accepted(self.session):
+                return True
+        return False
 
     async def _key_login(self, key: Key, passphrase: str, deadline, tried: list) -> bool:
-        if PATCHED_LIBSSH2:
-            self.session.flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY)  # sign at once: a round trip less
         if isinstance(key, (bytes, bytearray)):
-            info = inspect_key(bytes(key), "the private key given in memory")
-            name = "key from memory"
+            key, name = bytes(key), "the private key given in memory"
+            info = inspect_key(key, name)
+            attempts = [key_data_attempt(self.session, self.username, key, passphrase)]
         else:
             key = os.path.expanduser(os.fspath(key))
-            info = inspect_key_file(key)
-            name = f"key {key}"
-        if info.encrypted and not passphrase:
-            raise exc.PKeyFileError("%s is encrypted: give its passphrase (passphrase=)", name,
-                                    host=self.host, port=self.port)
-        tried.append(name)
-        if isinstance(key, bytes):
-            return await self._attempt(self.session.userauth_publickey_frommemory, self.username,
-                                       key, passphrase, deadline=deadline, what=name)
-        public = key + ".pub" if os.path.exists(key + ".pub") else None
-        return await self._attempt(self.session.userauth_publickey_fromfile, self.username,
-                                   key, passphrase, public, deadline=deadline, what=name)
+            info, name = inspect_key_file(key), f"private key file {key}"
+            # Its certificate, when ``<key>-cert.pub`` is beside it, as ssh does.
+            attempts = key_file_attempts(self.session, self.username, key, passphrase)
+        try:
+            with key_errors(info, name, passphrase):
+                return await self._attempts(attempts, deadline, tried)
+        except exc.PKeyFileError as err:
+            err.host, err.port = self.host, self.port
+            raise
+        except ssh2_exc.PublickeyUnverifiedError as err:
+            log.debug("%s: %s could not sign: %s", self.host, name, err)
+            return False
 
     async def _agent_login(self, deadline, agent_path, tried: list) -> bool:
         # The agent is a local socket that answers at once: talked to directly.
-        if PATCHED_LIBSSH2:
-            self.session.flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, False)  # an agent may prompt
         agent = self.session.agent_init()
         if agent_path:
             agent.set_identity_path(agent_path)
         try:
             agent.connect()
-            identities = agent.get_identities()
+            attempts = list(agent_attempts(self.session, agent, self.username))
         except ssh2_exc.SSH2Error as err:
             log.debug("%s: no agent: %s", self.host, err)
             return False
         try:
-            for identity in identities:
-                name = f"agent key {identity.comment.decode(errors='replace')}"
-                tried.append(name)
-                if await self._attempt(agent.userauth, self.username, identity,
-                                       deadline=deadline, what=name):
-                    return True
-            return False
+            return await self._attempts(attempts, deadline, tried)
         finally:
-            try:
-                agent.disconnect()
-            except ssh2_exc.SSH2Error:
-                pass
+            disconnect_agent(agent)
 
     # -- commands ------------------------------------------------------------------------
 
@@ -302,21 +310,35 @@ class SSHClientConnection:
 
     async def create_process(self, command: str, *, env=None, term_type: Optional[str] = None,
                              term_size=None, encoding: Optional[str] = "utf-8",
-                             errors: str = "strict") -> SSHClientProcess:
-        """Start ``command``; its ``stdin``, ``stdout``, ``stderr`` are streams."""
-        streams = await self._open(command, env, term_type, term_size)
-        return SSHClientProcess(streams, command, encoding, errors)
+                             errors: str = "strict",
+                             cancellable: bool = False) -> SSHClientProcess:
+        """Start ``command``; its ``stdin``, ``stdout``, ``stderr`` are streams.
+
+        ``cancellable`` (ours): the command and its children carry a marker in
+        their environment, so that :meth:`SSHClientProcess.terminate` (and a
+        cancelled :meth:`run`) stops them for sure even without a pty, where sshd
+        leaves a command running when its channel closes (see :mod:`pssh.cancel`).
+        """
+        marker = new_marker() if cancellable else None
+        sent = with_marker(command, marker) if marker else command
+        streams = await self._open(sent, env, term_type, term_size)
+        return SSHClientProcess(streams, command, encoding, errors,
+                                stopper=lambda signal: self._background(
+                                    self._stop_command(streams, marker, signal)))
 
     async def run(self, command: str, *, check: bool = False,
                   input: Union[str, bytes, None] = None, env=None,
                   term_type: Optional[str] = None, timeout: Optional[float] = None,
-                  encoding: Optional[str] = "utf-8",
-                  errors: str = "strict") -> SSHCompletedProcess:
+                  encoding: Optional[str] = "utf-8", errors: str = "strict",
+                  cancellable: bool = False) -> SSHCompletedProcess:
         """Run ``command`` to its end: its output and exit status. ``check``: raise
         :class:`ProcessError` unless it exits 0. ``input``: its standard input.
-        ``timeout``: the whole run (:class:`pssh.exceptions.Timeout`)."""
+        ``timeout``: the whole run (:class:`pssh.exceptions.Timeout`).
+        ``cancellable``: if the run is cancelled or times out, the remote command is
+        stopped too (TERM to it and its children; see :meth:`create_process`)."""
         process = await self.create_process(command, env=env, term_type=term_type,
-                                            encoding=encoding, errors=errors)
+                                            encoding=encoding, errors=errors,
+                                            cancellable=cancellable)
         try:
             if input is not None:
                 process.stdin.write(input)
@@ -324,12 +346,37 @@ class SSHClientConnection:
             result = await process.wait(timeout)
         except BaseException:
             process.stdin._stop()
+            if cancellable:
+                process.terminate()  # in the background; closing the connection waits for it
             self._abandon(process._streams)
             raise
         if check and result.exit_status != 0:
             raise ProcessError(self.host, self.port, command, result.exit_status,
                                result.exit_signal, result.stdout, result.stderr)
         return result
+
+    def _background(self, coro) -> asyncio.Task:
+        """A task the connection waits for before it closes (stopping a command)."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._cleanups.add(task)
+        task.add_done_callback(self._cleanups.discard)
+        return task
+
+    async def _stop_command(self, streams: ChannelStreams, marker: Optional[str],
+                            signal: str) -> None:
+        """Send ``signal`` to a command: a "signal" request, then, for a command started
+        cancellable, to every process carrying its marker (on a channel of its own)."""
+        if self.session is None:
+            return
+        if not streams.closed:
+            try:
+                await self._driver.eagain(streams.channel.signal, signal, timeout=STOP_TIMEOUT,
+                                          what="sending a signal")
+            except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
+                log.debug("%s: signal request failed: %s", self.host, err)
+        if marker is not None:
+            await self.run(kill_script(marker, signal), timeout=STOP_TIMEOUT)
+        log.info("%s: sent %s to a command", self.host, signal)
 
     def _abandon(self, streams: ChannelStreams) -> None:
         """A command given up (cancelled, timed out): send its channel's close and keep the
@@ -403,8 +450,15 @@ class SSHClientConnection:
         return self
 
     async def __aexit__(self, *exc_info) -> None:
+        await self.stop_pending()
         self.close()
         await self.wait_closed()
+
+    async def stop_pending(self) -> None:
+        """Wait (up to :data:`STOP_TIMEOUT`) for commands being stopped to be signalled;
+        leaving ``async with`` does this before closing."""
+        if self._cleanups:
+            await asyncio.wait(tuple(self._cleanups), timeout=STOP_TIMEOUT)
 
 
 def _left(deadline) -> float:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import codecs
+import signal as _signal
 from collections import deque
 from dataclasses import dataclass
-from typing import AsyncIterator, Optional, Union
+from typing import AsyncIterator, Callable, Optional, Union
 
 from pssh import exceptions as exc
 from pssh.aio.driver import UNSET, AsyncSessionDriver, deadline_after, remaining
@@ -246,8 +247,9 @@ class SSHClientProcess:
     ``stderr``, ``await wait()`` for the :class:`SSHCompletedProcess`."""
 
     def __init__(self, streams: ChannelStreams, command: str, encoding: Optional[str],
-                 errors: str = "strict") -> None:
+                 errors: str = "strict", stopper: Optional[Callable] = None) -> None:
         self._streams = streams
+        self._stopper = stopper  # stopper(signal name) -> the task that stops the command
         self.command = command
         self.stdin = SSHWriter(streams, encoding)
         self.stdout = SSHReader(streams, 0, encoding, errors)
@@ -276,6 +278,26 @@ class SSHClientProcess:
         return SSHCompletedProcess(self.command, self.exit_status, self.exit_signal,
                                    self.stdout._decode(out, final=True),
                                    self.stderr._decode(err, final=True))
+
+    def send_signal(self, signal: Union[str, int]) -> "asyncio.Task":
+        """Send ``signal`` (``"TERM"``, ``"KILL"``, ``signal.SIGINT``...) to the command.
+
+        sshd may refuse the request (it does for root logins); a command started
+        with ``cancellable=True`` is signalled for sure, with its children, through
+        its marker (:mod:`pssh.cancel`). Returns the task doing it (awaiting it is
+        optional: the connection waits for it before it closes).
+        """
+        if not isinstance(signal, str):
+            signal = _signal.Signals(signal).name[3:]
+        return self._stopper(signal.upper().removeprefix("SIG"))
+
+    def terminate(self) -> "asyncio.Task":
+        """``send_signal("TERM")``."""
+        return self.send_signal("TERM")
+
+    def kill(self) -> "asyncio.Task":
+        """``send_signal("KILL")``."""
+        return self.send_signal("KILL")
 
     def close(self) -> None:
         """Stop reading and writing; the channel is closed when the connection closes (or

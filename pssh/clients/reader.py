@@ -24,7 +24,6 @@ from pssh import exceptions as exc
 from pssh.channel_io import data_pending, read_available
 from pssh.driver import UNSET, SessionDriver, deadline_after, remaining
 from ssh2 import exceptions as ssh2_exc
-from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
 log = logging.getLogger("pssh.reader")
 

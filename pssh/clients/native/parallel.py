@@ -49,6 +49,8 @@ class ParallelSSHClient(BaseParallelSSHClient):
                  known_hosts: Optional[str] = None, host_key_policy: Optional[str] = None,
                  keepalive_count_max: Optional[int] = None, proxy_jump: Optional[str] = None,
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
+                 ciphers: Optional[str] = None, macs: Optional[str] = None,
+                 kex_algorithms: Optional[str] = None,
                  _auth_thread_pool: bool = True) -> None:
         super().__init__(
             hosts, pool_size=pool_size, host_config=host_config, ssh_config=ssh_config,
@@ -60,7 +62,8 @@ class ParallelSSHClient(BaseParallelSSHClient):
             identity_auth=identity_auth, ipv6_only=ipv6_only, compress=compress,
             keyboard_interactive=keyboard_interactive, passphrase=passphrase,
             cert_file=cert_file, known_hosts=known_hosts, host_key_policy=host_key_policy,
-            keepalive_count_max=keepalive_count_max, proxy_jump=proxy_jump)
+            keepalive_count_max=keepalive_count_max, proxy_jump=proxy_jump, ciphers=ciphers,
+            macs=macs, kex_algorithms=kex_algorithms)
         self._jumps = JumpHosts(SSHClient)
 
     def run_command(self, command: str, sudo: bool = False, user: Optional[str] = None,

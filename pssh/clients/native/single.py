@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from contextlib import contextmanager
 from typing import Optional, Union
 
 from gevent import sleep
@@ -27,12 +26,13 @@ from pssh.clients.native.agent_forwarding import AgentForwarder
 from pssh.clients.native.jump import JumpHosts, Tunnel
 from pssh.clients.native.transfer import TransferMixin
 from pssh.driver import KeepAlive
-from pssh.keys import KeyInfo, inspect_key, inspect_key_file
-from pssh.known_hosts import prefer_certificates, verify_host_key
+from pssh.keys import inspect_key, inspect_key_file
+from pssh.known_hosts import verify_host_key
+from pssh.login import (Attempt, accepted, agent_attempts, disconnect_agent, key_data_attempt,
+                        key_errors, key_file_attempts, password_attempt, prepare_session)
 from pssh.ssh_config import SSHConfig
 from ssh2 import exceptions as ssh2_exc
-from ssh2.session import (LIBSSH2_FLAG_COMPRESS, LIBSSH2_FLAG_EARLY_USERAUTH,
-                          LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, Session)
+from ssh2.session import Session
 
 logger = logging.getLogger(__name__)
 
@@ -55,15 +55,16 @@ class SSHClient(TransferMixin, BaseSSHClient):
     ``~/.ssh/config``) before the default. Also: ``passphrase`` (of ``pkey``;
     default ``password``, as parallel-ssh), ``cert_file`` (``<key>-cert.pub``
     is found by itself), ``known_hosts`` and ``host_key_policy``,
-    ``keepalive_count_max``, ``proxy_jump`` (``[user@]host[:port],...``).
+    ``keepalive_count_max``, ``proxy_jump`` (``[user@]host[:port],...``),
+    ``ciphers`` / ``macs`` / ``kex_algorithms`` (OpenSSH's list syntax, as
+    Ciphers / MACs / KexAlgorithms: ``+`` adds to, ``-`` removes from, ``^``
+    puts first in the default; :func:`pssh.login.algorithm_list`).
 
     ``timeout`` bounds connecting and each request (opening a channel,
     starting a command) as a whole; ``read_timeout`` (per command) bounds
     reading its output; ``wait_finished(timeout=)`` waiting for it to end.
     """
 
-    # False once a libssh2 without our patches' flags was met.
-    _patched_flags = True
     # Set by __init__; class defaults for subclasses that bypass it (parallel-ssh allows).
     _via: Optional["SSHClient"] = None
     _jumps: Optional[JumpHosts] = None
@@ -87,6 +88,8 @@ class SSHClient(TransferMixin, BaseSSHClient):
                  keepalive_count_max: Optional[int] = None, proxy_jump: Optional[str] = None,
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
                  _jump_hosts: Optional[JumpHosts] = None,
+                 ciphers: Optional[str] = None, macs: Optional[str] = None,
+                 kex_algorithms: Optional[str] = None,
                  _via: Optional["SSHClient"] = None) -> None:
         self._via = _via
         self._own_jumps = _jump_hosts is None
@@ -101,7 +104,8 @@ class SSHClient(TransferMixin, BaseSSHClient):
             proxy_user=proxy_user, proxy_password=proxy_password,
             keepalive_seconds=keepalive_seconds, passphrase=passphrase, cert_file=cert_file,
             known_hosts=known_hosts, host_key_policy=host_key_policy,
-            keepalive_count_max=keepalive_count_max, proxy_jump=proxy_jump)
+            keepalive_count_max=keepalive_count_max, proxy_jump=proxy_jump, ciphers=ciphers,
+            macs=macs, kex_algorithms=kex_algorithms)
 
     # -- connecting ----------------------------------------------------------------
 
@@ -138,13 +142,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
         host key check (never retried)."""
         self.session = Session()
         self.session.set_blocking(False)
-        if self.compress:
-            self.session.flag(LIBSSH2_FLAG_COMPRESS)
-        # The first login request follows the handshake at once (a round trip less).
-        self._patched_flag(LIBSSH2_FLAG_EARLY_USERAUTH, True)
-        if self.host_key_policy != "off":
-            prefer_certificates(self.session, self.resolved.host_key_name, self.port,
-                                self.known_hosts)
+        prepare_session(self.session, self.resolved, self.host)
         try:
             self._driver.eagain(self.session.handshake, self.sock,
                                 timeout=self._attempt_left(), what="SSH handshake")
@@ -174,14 +172,6 @@ class SSHClient(TransferMixin, BaseSSHClient):
         verify_host_key(self.session, self.resolved.host_key_name, self.port,
                         self.host_key_policy, self.known_hosts)
 
-    def _patched_flag(self, flag, enabled: bool) -> None:
-        """Set a session flag of our libssh2 patches; without them there is none to set."""
-        if type(self)._patched_flags:
-            try:
-                self.session.flag(flag, enabled)
-            except ssh2_exc.SSH2Error:
-                type(self)._patched_flags = False
-
     def _after_auth(self) -> None:
         if not self.forward_ssh_agent:
             return
@@ -203,37 +193,29 @@ class SSHClient(TransferMixin, BaseSSHClient):
 
     # -- logging in ----------------------------------------------------------------
 
-    def _login(self, method, *args, what: str) -> None:
-        self._driver.eagain(method, *args, timeout=self._attempt_left(), what=what)
-        if not self.session.userauth_authenticated():
+    def _login(self, attempt: Attempt) -> None:
+        """Make one login call; AuthenticationError unless it logged us in."""
+        self._driver.eagain(attempt.call, *attempt.args, timeout=self._attempt_left(),
+                            what=attempt.what)
+        if not accepted(self.session):
             # A partial success: the server wants another method as well.
-            raise ssh2_exc.AuthenticationError(f"{what}: the server asks for more methods")
-
-    def _sign_without_query(self, enabled: bool) -> None:
-        """Key files and keys in memory sign at once (a round trip less per login);
-        agent keys are asked about first, as an agent may prompt the user to sign."""
-        self._patched_flag(LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, enabled)
+            raise ssh2_exc.AuthenticationError(f"{attempt.what}: the server asks for more "
+                                               f"methods")
 
     def _agent_auth(self) -> None:
         """Log in with the first key of the SSH agent the server accepts."""
-        self._sign_without_query(False)
         agent = self.session.agent_init()
         agent.connect()
         try:
-            for identity in agent.get_identities():
+            for attempt in agent_attempts(self.session, agent, self.user):
                 try:
-                    self._login(agent.userauth, self.user, identity,
-                                what=f"agent key {identity.comment.decode(errors='replace')}")
-                    return
+                    return self._login(attempt)
                 except ssh2_exc.AuthenticationError:
                     continue
             raise ssh2_exc.AgentAuthenticationError(
                 f"no key of the SSH agent was accepted for {self.user!r}")
         finally:
-            try:
-                agent.disconnect()
-            except ssh2_exc.SSH2Error:
-                pass
+            disconnect_agent(agent)
 
     def _pkey_file_auth(self, pkey_file: str, password: Optional[str] = None) -> None:
         """Log in with a key file: its certificate first (``cert_file`` or
@@ -244,7 +226,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
         a wrong passphrase) rather than libssh2's one message for all of them.
         """
         info = inspect_key_file(pkey_file)
-        with self._key_errors(info, f"private key file {pkey_file}", password):
+        with key_errors(info, f"private key file {pkey_file}", password):
             self._pkey_file_login(pkey_file, password)
 
     def _pkey_from_memory(self, pkey_data: bytes) -> None:
@@ -253,51 +235,26 @@ class SSHClient(TransferMixin, BaseSSHClient):
         passphrase = self.passphrase or self.password
         name = "the private key given in memory"
         info = inspect_key(pkey_data, name, error=ssh2_exc.AuthenticationError)
-        with self._key_errors(info, name, passphrase, error=ssh2_exc.AuthenticationError):
-            self._sign_without_query(True)
-            self._login(self.session.userauth_publickey_frommemory, self.user, pkey_data,
-                        passphrase or "", what="key from memory")
-
-    @contextmanager
-    def _key_errors(self, info: KeyInfo, name: str, passphrase: Optional[str],
-                    error=exc.PKeyFileError):
-        """Say plainly when an encrypted key lacks its passphrase or got a wrong one."""
-        if info.encrypted and not passphrase:
-            raise error("%s is encrypted: give its passphrase (passphrase=)" % name)
-        try:
-            yield
-        except (ssh2_exc.PublickeyUnverifiedError, ssh2_exc.FileError) as err:
-            # libssh2 could not decrypt the key to sign (or to read its public half).
-            if not info.encrypted:
-                raise
-            raise error("%s: wrong passphrase (libssh2: %s)"
-                        % (name, err.message or err)) from err
+        with key_errors(info, name, passphrase, error=ssh2_exc.AuthenticationError):
+            self._login(key_data_attempt(self.session, self.user, pkey_data, passphrase or ""))
 
     def _pkey_file_login(self, pkey_file: str, password: Optional[str]) -> None:
-        self._sign_without_query(True)
-        passphrase = password or ""
-        cert = self.cert_file or (pkey_file + "-cert.pub"
-                                  if os.path.exists(pkey_file + "-cert.pub") else None)
-        if cert is not None:
-            if not os.path.exists(cert):
-                raise exc.PKeyFileError("certificate file %s does not exist", cert,
-                                        host=self.host, port=self.port)
+        try:
+            *certificates, key = key_file_attempts(self.session, self.user, pkey_file,
+                                                   password or "", self.cert_file)
+        except exc.PKeyFileError as err:
+            err.host, err.port = self.host, self.port
+            raise
+        for attempt in certificates:
             try:
-                return self._login(self.session.userauth_publickey_fromfile, self.user,
-                                   pkey_file, passphrase, cert, what=f"certificate {cert}")
+                return self._login(attempt)
             except ssh2_exc.AuthenticationError as err:
-                logger.debug("%s: certificate %s refused: %s", self.host, cert, err)
-        # With the public half beside it, as ssh uses it, libssh2 need not
-        # derive it from the private key: 0.94 -> 0.26 ms of CPU per login.
-        public = pkey_file + ".pub" if os.path.exists(pkey_file + ".pub") else None
-        self._login(self.session.userauth_publickey_fromfile, self.user, pkey_file, passphrase,
-                    public, what=f"key {pkey_file}")
+                logger.debug("%s: %s refused: %s", self.host, attempt.what, err)
+        self._login(key)
 
     def _password_auth(self) -> None:
-        if self.keyboard_interactive:
-            return self._login(self.session.userauth_keyboardinteractive, self.user,
-                               self.password, what="keyboard-interactive")
-        self._login(self.session.userauth_password, self.user, self.password, what="password")
+        self._login(password_attempt(self.session, self.user, self.password,
+                                     self.keyboard_interactive))
 
     # -- channels ----------------------------------------------------------------------
 
