@@ -229,6 +229,11 @@ class HostConfigError(PSSHError, ValueError):
     length (also a ``ValueError``, which parallel-ssh raises for the length)."""
 
 
+class WorkerError(PSSHError):
+    """The worker process doing a host's work (``ParallelSSHClient(processes=N)``) died
+    or is gone; the message names the host, the worker and how it ended."""
+
+
 class InvalidAPIUseError(PSSHError):
     """Arguments that cannot work together (e.g. keyboard_interactive without a password)."""
 

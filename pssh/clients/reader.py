@@ -184,6 +184,13 @@ class ChannelReader:
         if self.at_eof and self.auto_finish:
             self.finish()
 
+    def read_or_wait(self, timeout: Optional[float] = None) -> None:
+        """Read what has come for either stream; if nothing had, wait once on the socket
+        (or until :meth:`SessionDriver.wake`)."""
+        if not (self._read_some(0) | self._read_some(1)) and not self._pending() \
+                and not self.at_eof:
+            self.driver.wait(timeout, "reading output")
+
     def wait_eof(self, timeout: Optional[float] = None, consume: bool = False,
                  settle: bool = False) -> None:
         """Read (or with ``consume``, discard) all output until both streams end, then

@@ -29,10 +29,21 @@ class ParallelSSHClient(BaseParallelSSHClient):
     * ``host_config``: one :class:`~pssh.config.HostConfig` per host, in
       order, whose set fields override the client's for that host.
 
+    * ``processes`` (ours): shard the hosts over that many worker processes
+      (``"auto"``: one per usable core), each with its own hub, for runs
+      bound by one core's CPU; the API stays the same (see
+      :class:`~pssh.clients.sharded.parallel.ShardedParallelSSHClient`).
+
     Hosts behind the same jump hosts share one session per jump host.
     ``timeout`` is per host, as for a single client; ``join(timeout=...)``
     bounds a whole join.
     """
+
+    def __new__(cls, *args, processes: Union[int, str, None] = None, **kwargs):
+        if cls is ParallelSSHClient and processes not in (None, 1):
+            from pssh.clients.sharded.parallel import ShardedParallelSSHClient
+            cls = ShardedParallelSSHClient
+        return super().__new__(cls)
 
     def __init__(self, hosts, user: Optional[str] = None, password: Optional[str] = None,
                  port: Optional[int] = None, pkey: Union[str, bytes, None] = None,
@@ -51,6 +62,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
                  ciphers: Optional[str] = None, macs: Optional[str] = None,
                  kex_algorithms: Optional[str] = None,
+                 processes: Union[int, str, None] = None,
                  _auth_thread_pool: bool = True) -> None:
         super().__init__(
             hosts, pool_size=pool_size, host_config=host_config, ssh_config=ssh_config,

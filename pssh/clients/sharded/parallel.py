@@ -1,0 +1,327 @@
+"""``ParallelSSHClient(hosts, processes=N)``: the hosts sharded over N worker processes.
+
+One gevent hub is one core. With ``processes`` each worker process runs its
+shard of the hosts (host ``i`` goes to worker ``i % N``) with the ordinary
+client in a hub of its own, and this process keeps the client's API: the
+base client's per-host steps (``_run_command``, ``_copy_file``, ...) are
+forwarded to the host's worker, and ``run_command`` returns ordinary
+:class:`~pssh.output.HostOutput` objects whose output streams from the
+workers as it is read (see :mod:`pssh.clients.sharded.remote`).
+
+Why a subclass chosen by ``ParallelSSHClient(processes=...)`` and not a
+separate API: every program written for the parallel client runs sharded by
+adding one argument, and everything but the per-host steps is the base
+client's code, run unchanged in the parent (join, as_completed, cancel, host
+arguments, copy arguments, host_config).
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import sys
+import weakref
+from typing import Dict, List, Optional, Tuple, Union
+
+import gevent
+from gevent import subprocess
+from gevent.event import AsyncResult
+from gevent.pool import Pool
+
+from pssh import exceptions as exc
+from pssh.clients.base.parallel import HostGreenlet
+from pssh.clients.native.parallel import ParallelSSHClient
+from pssh.clients.sharded.frames import FramedPipe
+from pssh.clients.sharded.remote import RemoteCommand, RemoteHostClient, RemoteStdin
+from pssh.output import HostOutput, HostOutputBuffers
+
+log = logging.getLogger("pssh.sharded")
+
+#: Seconds a worker is given to stop its commands and exit when the client closes.
+CLOSE_TIMEOUT = 15.0
+
+
+def worker_count(processes: Union[int, str], hosts: int) -> int:
+    """How many workers ``processes`` asks for (``"auto"``: one per usable core), never
+    more than there are hosts."""
+    if processes == "auto":
+        wanted = len(os.sched_getaffinity(0))
+    else:
+        try:
+            wanted = int(processes)
+        except (TypeError, ValueError):
+            raise ValueError(f"processes must be a number or 'auto', not {processes!r}") \
+                from None
+        if wanted < 1:
+            raise ValueError(f"processes must be at least 1, not {wanted}")
+    return max(1, min(wanted, hosts))
+
+
+class WorkerProcess:
+    """One worker process: its pipe, the requests waiting for an answer, its commands."""
+
+    def __init__(self, number: int, hosts: List[Tuple[int, str]], init: tuple) -> None:
+        self.number = number
+        self.hosts = dict(hosts)  # the client's host index -> host name
+        worker_stdin, to_worker = os.pipe()
+        from_worker, worker_stdout = os.pipe()
+        try:
+            self.popen = subprocess.Popen(
+                [sys.executable, "-m", "pssh.clients.sharded.worker"], stdin=worker_stdin,
+                stdout=worker_stdout, env=_worker_environment(), close_fds=True)
+        except BaseException:
+            for fd in (to_worker, from_worker):
+                os.close(fd)
+            raise
+        finally:
+            os.close(worker_stdin)
+            os.close(worker_stdout)
+        self.pid = self.popen.pid
+        self.pipe = FramedPipe(from_worker, to_worker)
+        self._ids = itertools.count()
+        self._waiting: Dict[int, Tuple[AsyncResult, Optional[str]]] = {}
+        #: The commands it runs, by id (the id of the request that started each).
+        self.commands: Dict[int, RemoteCommand] = {}
+        self.error: Optional[str] = None  # why it is gone, once it is
+        self._closing = False
+        self.send(("init",) + init)
+        self._reader = gevent.spawn(self._read)
+        log.debug("worker %d (pid %d) runs %d hosts", number, self.pid, len(self.hosts))
+
+    @property
+    def alive(self) -> bool:
+        return self.error is None
+
+    def new_id(self) -> int:
+        return next(self._ids)
+
+    def send(self, message: tuple) -> None:
+        if self.error is not None:
+            raise exc.WorkerError("worker process %s (pid %s) is gone: %s", self.number,
+                                  self.pid, self.error)
+        try:
+            self.pipe.send(message)
+        except OSError:
+            self._gone(_how_it_ended(self.popen))
+            raise exc.WorkerError("worker process %s (pid %s) is gone: %s", self.number,
+                                  self.pid, self.error) from None
+
+    def request(self, kind: str, *args, host: Optional[str] = None,
+                request_id: Optional[int] = None):
+        """Send ``(kind, id, *args)`` and wait for its answer (its error is raised here)."""
+        request_id = self.new_id() if request_id is None else request_id
+        result = AsyncResult()
+        self._waiting[request_id] = (result, host)
+        try:
+            self.send((kind, request_id) + args)
+            return result.get()
+        finally:
+            self._waiting.pop(request_id, None)
+
+    def _read(self) -> None:
+        while True:
+            message = self.pipe.receive()
+            if message is None:
+                break
+            kind, key, *rest = message
+            if kind == "data":
+                self.commands[key].on_data(*rest)
+            elif kind == "eof":
+                self.commands[key].on_eof(*rest)
+            elif kind == "exit":
+                self.commands.pop(key).on_exit(*rest)
+            elif kind == "lost":
+                self.commands.pop(key).on_lost(*rest)
+            else:
+                waiting = self._waiting.get(key)
+                if waiting is not None:
+                    if kind == "done":
+                        waiting[0].set(rest[0])
+                    else:
+                        waiting[0].set_exception(rest[0])
+        self._gone("closed" if self._closing else _how_it_ended(self.popen))
+
+    def _gone(self, why: str) -> None:
+        """The worker is gone: everything still waiting on it fails, naming its host."""
+        if self.error is not None:
+            return
+        self.error = why
+        self.pipe.close()
+        if why != "closed":
+            log.error("worker process %s (pid %s) %s", self.number, self.pid, why)
+        for result, host in list(self._waiting.values()):
+            result.set_exception(self.lost_error(host))
+        for command in self.commands.values():
+            command.on_lost(self.lost_error(command.host))
+        self.commands.clear()
+
+    def lost_error(self, host: Optional[str]) -> exc.WorkerError:
+        return exc.WorkerError("%s: worker process %s (pid %s) %s before the work on this "
+                               "host was done", host, self.number, self.pid, self.error,
+                               host=host)
+
+    def close(self, timeout: float = CLOSE_TIMEOUT) -> None:
+        """Ask the worker to stop its commands and exit; kill it if it does not in time."""
+        self._closing = True
+        if self.error is None:
+            try:
+                self.pipe.send(("close",))
+            except OSError:
+                pass
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.warning("worker process %s (pid %s) did not exit: killed", self.number,
+                        self.pid)
+            self.popen.kill()
+            self.popen.wait()
+        self._reader.join(1)
+        self._gone("closed")
+
+
+def _how_it_ended(popen) -> str:
+    try:
+        code = popen.wait(5)
+    except subprocess.TimeoutExpired:
+        return "closed its pipe"
+    if code < 0:
+        return f"was killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def _worker_environment() -> dict:
+    """This environment, with this process's module path as the workers' path: they
+    import the very ssh2 and pssh this process runs, whatever their current directory."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in sys.path
+                                        if p and os.path.isdir(p))
+    return env
+
+
+def _in_worker(name: str):
+    """A per-host step of the base client, done by the host's worker."""
+    def step(self, host_i: int, host: str, *args, **kwargs):
+        return self._worker(host_i).request("call", host_i, name, args, kwargs, host=host)
+    step.__name__ = name
+    step.__doc__ = f"The base client's ``{name}``, in the worker process of ``hosts[host_i]``."
+    return step
+
+
+class ShardedParallelSSHClient(ParallelSSHClient):
+    """:class:`~pssh.clients.ParallelSSHClient` with its hosts sharded over worker processes.
+
+    Made by ``ParallelSSHClient(hosts, ..., processes=N)`` (``"auto"``: one per
+    usable core; never more than there are hosts); the arguments and methods
+    are the parallel client's. Workers start on first use, each with its own
+    hub and connections; ``pool_size`` applies per worker. Commands start
+    ``cancellable`` by default, so that stopping them (``cancel``, ``close``, or
+    this process ending, Ctrl-C included) stops them on the hosts for sure.
+
+    A worker that dies fails its own hosts only: their ``HostOutput`` gets a
+    :class:`~pssh.exceptions.WorkerError` in ``exception`` (reading their output
+    raises it; ``join`` logs it and carries on with the other hosts), and the
+    next use of those hosts starts a new worker. Per-host clients live in the
+    workers: ``host_client()`` and interactive shells are not available.
+    """
+
+    def __init__(self, hosts, *args, processes: Union[int, str, None] = "auto",
+                 **kwargs) -> None:
+        super().__init__(hosts, *args, **kwargs)
+        self.processes = processes or 1
+        self._workers: List[Optional[WorkerProcess]] = []
+        self._finalizer = weakref.finalize(self, _close_workers, self._workers)
+
+    @property
+    def hosts(self) -> List[str]:
+        return self._hosts
+
+    @hosts.setter
+    def hosts(self, hosts) -> None:
+        self._hosts = self._validate_hosts(hosts)
+        _close_workers(self._workers)  # the shards change: new workers on next use
+
+    # -- workers ---------------------------------------------------------------------
+
+    @property
+    def workers(self) -> List[WorkerProcess]:
+        """The worker processes (started if they were not)."""
+        count = worker_count(self.processes, len(self.hosts))
+        if len(self._workers) != count:
+            _close_workers(self._workers)
+            self._workers.extend([None] * count)
+            # Each worker's share of concurrency is pool_size; the parent only waits.
+            self.pool = Pool(size=self.pool_size * count, greenlet_class=HostGreenlet)
+        for number, worker in enumerate(self._workers):
+            if worker is None or not worker.alive:
+                self._workers[number] = self._start_worker(number, count)
+        return list(self._workers)
+
+    def _start_worker(self, number: int, count: int) -> WorkerProcess:
+        shard = [(i, host) for i, host in enumerate(self.hosts) if i % count == number]
+        options = [self._host_options(i) for i, _ in shard]
+        init = (shard, options, self._ssh_config or False, self.pool_size,
+                logging.getLogger("pssh").getEffectiveLevel())
+        return WorkerProcess(number, shard, init)
+
+    def _worker(self, host_i: int) -> WorkerProcess:
+        workers = self._workers
+        worker = workers[host_i % len(workers)] if workers else None
+        if worker is None or not worker.alive:
+            worker = self.workers[host_i % len(self._workers)]
+        return worker
+
+    # -- the per-host steps ------------------------------------------------------------
+
+    def run_command(self, command: str, *args, cancellable: bool = True,
+                    **kwargs) -> List[HostOutput]:
+        """As :meth:`ParallelSSHClient.run_command`; ``cancellable`` is on by default."""
+        self.workers  # started before the hosts' greenlets ask for them
+        return super().run_command(command, *args, cancellable=cancellable, **kwargs)
+
+    def _run_command(self, host_i: int, host: str, command: str, encoding: str = "utf-8",
+                     read_timeout: Optional[float] = None, errors: str = "replace",
+                     **kwargs) -> HostOutput:
+        worker = self._worker(host_i)
+        command_id = worker.new_id()
+        remote = RemoteCommand(worker, command_id, host)
+        worker.commands[command_id] = remote  # its output may follow the answer at once
+        try:
+            sent = worker.request("call", host_i, "_run_command", (command,),
+                                  dict(kwargs, encoding=encoding, errors=errors),
+                                  host=host, request_id=command_id)
+        except BaseException:
+            worker.commands.pop(command_id, None)
+            raise
+        return HostOutput(host, remote, RemoteStdin(remote), RemoteHostClient(host),
+                          alias=self._host_options(host_i).alias, encoding=encoding,
+                          read_timeout=read_timeout, buffers=HostOutputBuffers.of(remote),
+                          fully_qualified_command=sent, errors=errors)
+
+    _copy_file = _in_worker("_copy_file")
+    _copy_remote_file = _in_worker("_copy_remote_file")
+    _scp_send = _in_worker("_scp_send")
+    _scp_recv = _in_worker("_scp_recv")
+    _connect = _in_worker("_connect_only")
+
+    def connect_auth(self) -> List[gevent.Greenlet]:
+        """Connect and log in to every host now, each in its worker."""
+        self.workers
+        return [self.pool.spawn(self._connect, i, host) for i, host in enumerate(self.hosts)]
+
+    def _get_ssh_client(self, host_i: int, host: str):
+        raise exc.PSSHError("%s: with processes=N each host's client lives in a worker "
+                            "process; use the parallel client's methods", host, host=host)
+
+    def disconnect_host(self, host_i: int) -> None:
+        self._worker(host_i).request("call", host_i, "_disconnect_only", (), {},
+                                     host=self.hosts[host_i])
+
+    def close(self) -> None:
+        """Stop the workers: commands still running are stopped on their hosts."""
+        _close_workers(self._workers)
+
+
+def _close_workers(workers: List[Optional[WorkerProcess]]) -> None:
+    running = [w for w in workers if w is not None]
+    workers.clear()
+    gevent.joinall([gevent.spawn(w.close) for w in running])

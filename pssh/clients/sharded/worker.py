@@ -1,0 +1,237 @@
+"""A worker process of :class:`~pssh.clients.sharded.parallel.ShardedParallelSSHClient`.
+
+Started as ``python -m pssh.clients.sharded.worker``, it speaks
+:mod:`~pssh.clients.sharded.frames` messages on its stdin and stdout and runs its
+shard of the hosts with the ordinary gevent :class:`ParallelSSHClient`, in its
+own hub. What it is asked (``("call", ...)``) are the client's per-host methods
+(``_run_command``, ``_copy_file``...), so that the parent keeps the client's
+API as it is.
+
+A command's output goes to the parent only as far as the parent has granted
+credit for that host and stream (``("credit", ...)``): a parent that reads
+slowly stops the worker reading the channel, which stops the remote command
+through SSH flow control, as in a single process. Ctrl-C is the parent's to
+handle (SIGINT is ignored here); when the parent goes away, the worker stops
+every command it runs (``cancel``: the commands are started ``cancellable``)
+and exits.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from typing import Dict, List, Optional, Tuple
+
+import gevent
+from gevent.event import Event
+
+from pssh.clients.native.parallel import ParallelSSHClient
+from pssh.clients.sharded.frames import FramedPipe
+from pssh.options import ConnectOptions
+from pssh.output import HostOutput
+
+log = logging.getLogger("pssh.sharded.worker")
+
+#: Seconds allowed for stopping the remote commands when the parent has gone.
+STOP_TIMEOUT = 10.0
+#: The most output bytes in one message (the parent holds a message whole while it arrives).
+MESSAGE_SIZE = 128 * 1024
+
+
+class ShardClient(ParallelSSHClient):
+    """The worker's client: its hosts, each with the options the parent resolved for it."""
+
+    def __init__(self, hosts: List[str], options: List[ConnectOptions], ssh_config,
+                 pool_size: int) -> None:
+        super().__init__(hosts, pool_size=pool_size, ssh_config=ssh_config)
+        self._per_host = options
+
+    def _host_options(self, host_i: int) -> ConnectOptions:
+        return self._per_host[host_i]
+
+    def _connect_only(self, host_i: int, host: str) -> None:
+        self._get_ssh_client(host_i, host)
+
+    def _disconnect_only(self, host_i: int, host: str) -> None:
+        self.disconnect_host(host_i)
+
+
+class Pump:
+    """Sends one command's output to the parent as credit allows, then its exit status."""
+
+    def __init__(self, worker: "Worker", command_id: int, output: HostOutput) -> None:
+        self.worker = worker
+        self.command_id = command_id
+        self.output = output
+        self.reader = output.buffers.stdout.reader
+        self.credit = [0, 0]
+        self.unlimited = False
+        self.discard = False
+        self._more = Event()  # credit granted, or told to drain
+        self.greenlet = gevent.spawn(self._run)
+
+    def grant(self, stream: int, size: int) -> None:
+        self.credit[stream] += size
+        self._wake()
+
+    def drain(self, discard: bool) -> None:
+        """Send (or with ``discard``, drop) everything, whatever the credit."""
+        self.unlimited = True
+        self.discard = self.discard or discard
+        self._wake()
+
+    def _wake(self) -> None:
+        self._more.set()
+        self.reader.driver.wake()  # a wait on the socket for the other stream ends too
+
+    def _run(self) -> None:
+        send = self.worker.pipe.send
+        reader = self.reader
+        buffers = (reader.stdout, reader.stderr)
+        held = [memoryview(b""), memoryview(b"")]  # read, not yet sent
+        ended = [False, False]  # the stream's end was told to the parent
+        try:
+            while True:
+                sent = False
+                for stream, buffer in enumerate(buffers):
+                    allowance = MESSAGE_SIZE if self.unlimited \
+                        else min(MESSAGE_SIZE, self.credit[stream])
+                    if allowance > 0:
+                        if not held[stream]:
+                            held[stream] = memoryview(buffer.read() or b"")
+                        piece, held[stream] = held[stream][:allowance], held[stream][allowance:]
+                        if piece and not self.discard:
+                            send(("data", self.command_id, stream, bytes(piece)))
+                            self.credit[stream] -= len(piece)
+                        sent = sent or bool(piece)
+                    if not ended[stream] and buffer.eof.is_set() and not buffer._chunks \
+                            and not held[stream]:
+                        ended[stream] = True
+                        # The parent may read one stream to its end before the other; the
+                        # end of the last one comes with the exit status.
+                        if not ended[1 - stream]:
+                            send(("eof", self.command_id, stream))
+                if sent:
+                    continue
+                if reader.at_eof:
+                    reader.finish()
+                    if all(ended):
+                        break
+                wanted = [s for s in (0, 1) if (self.credit[s] > 0 or self.unlimited)
+                          and not buffers[s].eof.is_set()]
+                if not wanted:
+                    self._more.clear()
+                    self._more.wait()
+                else:
+                    reader.read_or_wait()
+            send(("exit", self.command_id, reader.exit_code, reader.exit_signal))
+        except Exception as err:
+            log.debug("%s: output lost: %s", self.output.host, err)
+            send(("lost", self.command_id, _portable(err)))
+
+
+class Worker:
+    """Serves the parent's messages until it closes the pipe."""
+
+    def __init__(self, pipe: FramedPipe) -> None:
+        self.pipe = pipe
+        self.client: Optional[ShardClient] = None
+        self.local: Dict[int, Tuple[int, str]] = {}  # parent's host index -> (ours, host)
+        self.pumps: Dict[int, Pump] = {}  # by command id (the id of the call that started it)
+
+    def serve(self) -> None:
+        while True:
+            message = self.pipe.receive()
+            if message is None or message[0] == "close":
+                break
+            kind, *args = message
+            getattr(self, "on_" + kind)(*args)
+        self.stop_all()
+
+    def on_init(self, hosts: List[Tuple[int, str]], options: List[ConnectOptions],
+                ssh_config, pool_size: int, log_level: int) -> None:
+        logging.basicConfig(level=log_level, stream=sys.stderr,
+                            format=f"%(levelname)s pssh worker {os.getpid()}: %(message)s")
+        self.local = {index: (i, host) for i, (index, host) in enumerate(hosts)}
+        self.client = ShardClient([host for _, host in hosts], options, ssh_config, pool_size)
+
+    def on_call(self, call_id: int, host_index: int, method: str, args: tuple,
+                kwargs: dict) -> None:
+        self.client.pool.spawn(self._call, call_id, host_index, method, args, kwargs)
+
+    def _call(self, call_id, host_index, method, args, kwargs) -> None:
+        i, host = self.local[host_index]
+        try:
+            result = getattr(self.client, method)(i, host, *args, **kwargs)
+        except BaseException as err:  # the parent's greenlet raises it
+            self.pipe.send(("failed", call_id, _portable(err)))
+            return
+        if isinstance(result, HostOutput):
+            self.pumps[call_id] = Pump(self, call_id, result)
+            result = result.fully_qualified_command
+        self.pipe.send(("done", call_id, result))
+
+    def on_credit(self, command_id: int, stream: int, size: int) -> None:
+        self.pumps[command_id].grant(stream, size)
+
+    def on_drain(self, command_id: int, discard: bool) -> None:
+        self.pumps[command_id].drain(discard)
+
+    def on_stdin(self, command_id: int, operation: str, data: Optional[bytes]) -> None:
+        stdin = self.pumps[command_id].output.stdin
+        gevent.spawn(_log_failure, getattr(stdin, operation), *(() if data is None else (data,)))
+
+    def on_cancel(self, call_id: int, command_id: int, signal_name: str,
+                  timeout: Optional[float]) -> None:
+        output = self.pumps[command_id].output
+        self.client.pool.spawn(self._cancel, call_id, output, signal_name, timeout)
+
+    def _cancel(self, call_id, output, signal_name, timeout) -> None:
+        try:
+            cancelled = output.client.cancel(output, signal_name, timeout)
+        except Exception as err:
+            self.pipe.send(("failed", call_id, _portable(err)))
+        else:
+            self.pipe.send(("done", call_id, cancelled))
+
+    def stop_all(self) -> None:
+        """The parent is gone (or done): stop the commands still running, close everything."""
+        running = [pump.output for pump in self.pumps.values() if not pump.reader.closed]
+        if running and self.client is not None:
+            log.info("stopping %d commands", len(running))
+            self.client.cancel(running, timeout=STOP_TIMEOUT)
+        if self.client is not None:
+            self.client.close()
+
+
+def _log_failure(func, *args) -> None:
+    try:
+        func(*args)
+    except Exception as err:
+        log.warning("%s failed: %s", getattr(func, "__name__", func), err)
+
+
+def _portable(err: BaseException) -> BaseException:
+    """``err`` if it can be sent to the parent, else a PSSHError that says the same."""
+    import pickle
+
+    from pssh import exceptions as exc
+    try:
+        pickle.dumps(err)
+        return err
+    except Exception:
+        return exc.PSSHError("%s: %s", type(err).__name__, err)
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    # Messages go out on the real stdout; anything printed goes to stderr instead.
+    out = os.dup(1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    Worker(FramedPipe(0, out)).serve()
+
+
+if __name__ == "__main__":
+    main()

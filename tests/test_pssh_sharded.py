@@ -1,0 +1,202 @@
+"""ParallelSSHClient(processes=N): hosts sharded over worker processes, against real sshd."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import tracemalloc
+
+import gevent
+import pytest
+
+from pssh import exceptions as exc
+from pssh.clients import ParallelSSHClient
+from pssh.clients.sharded import ShardedParallelSSHClient
+from pssh.clients.sharded.parallel import worker_count
+from pssh.sshd import ServerGroup, free_port
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(4, first_address=31) as g:
+        yield g
+
+
+def sharded(group, tmp_path, hosts=None, processes=2, **kwargs):
+    return ParallelSSHClient(hosts or group.hosts, port=group.port, pkey=group.keys.private(),
+                             known_hosts=str(tmp_path / "known_hosts"), allow_agent=False,
+                             identity_auth=False, timeout=10, retry_delay=0.1,
+                             processes=processes, **kwargs)
+
+
+def worker_pids(client):
+    return [w.pid for w in client.workers]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def remote_processes(word: str):
+    """Processes on this machine (the servers are here) whose command line holds ``word``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if word.encode() in fh.read() and alive(int(pid)):
+                    found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def test_outputs_in_host_order_with_exit_codes_stdin_and_a_failed_host(group, tmp_path):
+    refused = ("127.0.0.1", free_port())
+    hosts = group.hosts + [refused[0]]
+    from pssh.config import HostConfig
+    configs = [HostConfig(port=group.port) for _ in group.hosts] + [HostConfig(port=refused[1])]
+    client = sharded(group, tmp_path, hosts=hosts, host_config=configs)
+    assert isinstance(client, ShardedParallelSSHClient)
+    output = client.run_command("echo $SSH_CONNECTION; echo %s >&2; exit %s",
+                                host_args=[(i, i) for i in range(len(hosts))],
+                                stop_on_errors=False)
+    pids = worker_pids(client)
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    assert [o.host for o in output] == hosts
+    for i, host_output in enumerate(output[:-1]):
+        assert list(host_output.stdout)[0].split()[2] == host_output.host
+        assert list(host_output.stderr) == [str(i)]
+        assert host_output.exit_code == i and host_output.exception is None
+    failed = output[-1]
+    assert isinstance(failed.exception, exc.ConnectionRefused)
+    assert refused[0] in str(failed.exception) and failed.exit_code is None
+    # Standard input reaches the command through its worker.
+    output = client.run_command("cat", stop_on_errors=False)
+    for host_output in output[:-1]:
+        host_output.stdin.write(f"to {host_output.host}\n")
+        host_output.stdin.close()
+    client.join(output)
+    assert [list(o.stdout) for o in output[:-1]] == [[f"to {h}"] for h in group.hosts]
+    client.close()
+    assert not any(alive(pid) for pid in pids)
+
+
+def test_as_completed_and_file_copies_both_ways(group, tmp_path):
+    client = sharded(group, tmp_path)
+    output = client.run_command("sleep %s; echo slept %s", host_args=[(d, d) for d in
+                                                                      (0.6, 0.0, 0.3, 0.1)])
+    order = [o.host for o in client.as_completed(output)]
+    assert sorted(order) == sorted(group.hosts) and order[0] == group.hosts[1]
+    assert order[-1] == group.hosts[0]
+    assert all(o.exit_code == 0 for o in output)
+    source = tmp_path / "source"
+    source.write_bytes(os.urandom(300_000))
+    remote = tmp_path / "remote_%(i)s"
+    copy_args = [{"i": i} for i in range(len(group.hosts))]
+    gevent.joinall(client.copy_file(str(source), str(remote), copy_args=copy_args),
+                   raise_error=True)
+    gevent.joinall(client.copy_remote_file(str(tmp_path / "remote_0"), str(tmp_path / "back")),
+                   raise_error=True)
+    for i, host in enumerate(group.hosts):
+        assert (tmp_path / f"remote_{i}").read_bytes() == source.read_bytes()
+        assert (tmp_path / f"back_{host}").read_bytes() == source.read_bytes()
+    client.close()
+
+
+def test_a_killed_worker_fails_only_its_hosts(group, tmp_path):
+    client = sharded(group, tmp_path)
+    output = client.run_command("echo started; sleep 2; echo done")
+    victim = client.workers[0]
+    assert [next(o.stdout) for o in output] == ["started"] * 4
+    os.kill(victim.pid, signal.SIGKILL)
+    client.join(output)
+    mine = [o for i, o in enumerate(output) if i % 2 == 0]
+    others = [o for i, o in enumerate(output) if i % 2 == 1]
+    for host_output in mine:
+        assert isinstance(host_output.exception, exc.WorkerError)
+        assert host_output.host in str(host_output.exception)
+        assert "killed by signal 9" in str(host_output.exception)
+        with pytest.raises(exc.WorkerError):
+            list(host_output.stdout)
+        assert host_output.exit_code is None
+    for host_output in others:
+        assert host_output.exception is None and host_output.exit_code == 0
+        assert list(host_output.stdout) == ["done"]
+    # Its hosts get a new worker on the next run.
+    output = client.run_command("echo again")
+    client.join(output)
+    assert [list(o.stdout) for o in output] == [["again"]] * 4
+    assert victim.pid not in worker_pids(client)
+    client.close()
+
+
+def test_one_hundred_megabytes_through_a_worker_in_bounded_memory(group, tmp_path):
+    size = 100 * 1024 * 1024
+    client = sharded(group, tmp_path, hosts=group.hosts[:2])
+    output = client.run_command(f"head -c {size} /dev/zero | tr '\\0' x | fold -w 1000")
+    tracemalloc.start()
+    try:
+        total = sum(len(line) for line in output[0].stdout)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    worker = client.workers[0]
+    with open(f"/proc/{worker.pid}/status") as fh:
+        status = dict(line.split(":", 1) for line in fh)
+    client.join(output)
+    assert total == size and output[0].exit_code == 0 and output[1].exit_code == 0
+    assert peak < 8 * 1024 * 1024, f"{peak} bytes held here"
+    worker_peak = int(status["VmHWM"].split()[0]) * 1024
+    assert worker_peak < 100 * 1024 * 1024, f"the worker held {worker_peak} bytes"
+    client.close()
+
+
+CTRL_C_PROGRAM = textwrap.dedent("""
+    import sys
+    from pssh.clients import ParallelSSHClient
+    hosts = sys.argv[1].split(",")
+    client = ParallelSSHClient(hosts, port=int(sys.argv[2]), pkey=sys.argv[3],
+                               known_hosts=sys.argv[4], allow_agent=False, identity_auth=False,
+                               processes=2)
+    output = client.run_command("echo started; sleep 4321")
+    for host_output in output:
+        next(host_output.stdout)
+    print(" ".join(str(w.pid) for w in client.workers), flush=True)
+    client.join(output)
+""")
+
+
+def test_ctrl_c_stops_the_workers_and_the_remote_commands(group, tmp_path):
+    program = tmp_path / "program.py"
+    program.write_text(CTRL_C_PROGRAM)
+    proc = subprocess.Popen([sys.executable, str(program), ",".join(group.hosts),
+                             str(group.port), group.keys.private(),
+                             str(tmp_path / "known_hosts")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, env=dict(os.environ, PYTHONPATH=":".join(
+                                p for p in sys.path if p)))
+    pids = [int(p) for p in proc.stdout.readline().split()]
+    assert len(pids) == 2 and len(remote_processes("4321")) == 4
+    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+    _, stderr = proc.communicate(timeout=30)
+    assert "KeyboardInterrupt" in stderr
+    deadline = time.monotonic() + 10
+    while (remote_processes("4321") or any(alive(p) for p in pids)) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert remote_processes("4321") == [] and not any(alive(p) for p in pids)
+
+
+def test_worker_count_and_plain_client_for_one_process(group, tmp_path):
+    assert worker_count("auto", 1000) == len(os.sched_getaffinity(0))
+    assert worker_count(8, 3) == 3 and worker_count(1, 10) == 1
+    for bad in (0, "many"):
+        with pytest.raises(ValueError):
+            worker_count(bad, 10)
+    assert type(sharded(group, tmp_path, processes=1)) is ParallelSSHClient
+    assert type(sharded(group, tmp_path, processes=None)) is ParallelSSHClient
