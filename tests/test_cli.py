@@ -62,8 +62,14 @@ def test_run_streams_prefixed_lines_and_exits_zero(group, tmp_path):
     assert result.stderr == ""  # quiet when all is well and not on a terminal
 
 
-def test_json_output_with_a_failed_host(group, tmp_path):
-    result = pssh("run", *hosts_arg(group, REFUSED), *conn(group, tmp_path),
+# The same runs with the hosts sharded over worker processes.
+PROCESSES = pytest.mark.parametrize("sharding", [[], ["--processes", "2"]],
+                                    ids=["one-process", "processes-2"])
+
+
+@PROCESSES
+def test_json_output_with_a_failed_host(group, tmp_path, sharding):
+    result = pssh("run", *hosts_arg(group, REFUSED), *conn(group, tmp_path), *sharding,
                   "--json", "--", 'printf "a\\nb\\n"; echo e >&2; exit 3')
     assert result.returncode == 1
     records = {r["host"]: r for r in map(json.loads, result.stdout.splitlines())}
@@ -110,9 +116,11 @@ def test_host_files_ranges_and_user_port_syntax(group, tmp_path):
     assert sorted(r["stdout"] for r in records) == sorted([*group.hosts, group.hosts[0]])
 
 
-def test_timeout_fails_only_the_slow_host(group, tmp_path):
+@PROCESSES
+def test_timeout_fails_only_the_slow_host(group, tmp_path, sharding):
     sleeper = f"sleep 60.{os.getpid()}"
-    result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), "-t", "3", "--json", "--",
+    result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), *sharding, "-t", "3",
+                  "--json", "--",
                   f'case "$SSH_CONNECTION" in *{group.hosts[0]}*) {sleeper};; esac; echo done')
     assert result.returncode == 1
     records = {r["host"]: r for r in map(json.loads, result.stdout.splitlines())}
@@ -122,16 +130,18 @@ def test_timeout_fails_only_the_slow_host(group, tmp_path):
     assert subprocess.run(["pgrep", "-f", sleeper], capture_output=True).stdout == b""
 
 
-def test_copy_and_fetch_trees(group, tmp_path):
+@PROCESSES
+def test_copy_and_fetch_trees(group, tmp_path, sharding):
     tree = tmp_path / "tree"
     (tree / "sub").mkdir(parents=True)
     (tree / "a.txt").write_text("alpha\n")
     (tree / "sub" / "b.bin").write_bytes(os.urandom(200_000))
     remote = f"/tmp/pssh-cli-{os.getpid()}"
-    result = pssh("copy", "-r", *hosts_arg(group), *conn(group, tmp_path), str(tree), remote)
+    result = pssh("copy", "-r", *hosts_arg(group), *conn(group, tmp_path), *sharding, str(tree),
+                  remote)
     assert result.returncode == 0, result.stderr
     fetched = tmp_path / "fetched"
-    result = pssh("fetch", "-r", *hosts_arg(group), *conn(group, tmp_path), remote,
+    result = pssh("fetch", "-r", *hosts_arg(group), *conn(group, tmp_path), *sharding, remote,
                   str(fetched))
     assert result.returncode == 0, result.stderr
     name = os.path.basename(remote)
@@ -139,8 +149,8 @@ def test_copy_and_fetch_trees(group, tmp_path):
         assert (fetched / host / name / "a.txt").read_text() == "alpha\n"
         assert (fetched / host / name / "sub" / "b.bin").read_bytes() == \
             (tree / "sub" / "b.bin").read_bytes()
-    result = pssh("fetch", *hosts_arg(group), *conn(group, tmp_path), "/nonexistent/file",
-                  str(fetched))
+    result = pssh("fetch", *hosts_arg(group), *conn(group, tmp_path), *sharding,
+                  "/nonexistent/file", str(fetched))
     assert result.returncode == 1
     assert "does not exist" in result.stderr
 
@@ -268,14 +278,15 @@ def test_password_prompt_is_not_echoed(tmp_path):
     assert f"[{group.hosts[0]}] logged in" in text, text
 
 
-def test_ctrl_c_stops_the_remote_commands(group, tmp_path):
+@PROCESSES
+def test_ctrl_c_stops_the_remote_commands(group, tmp_path, sharding):
     """The first Ctrl-C (typed on the terminal) names the hosts still running and stops
     their commands (sshd alone would leave them running); none is left behind."""
     import time
 
     sleeper = f"sleep 321.{os.getpid()}"
     command = [sys.executable, "-m", "pssh", "run", *hosts_arg(group), *conn(group, tmp_path),
-               "--progress", "never", "--", f"echo started; {sleeper}; echo never"]
+               *sharding, "--progress", "never", "--", f"echo started; {sleeper}; echo never"]
     text, interrupted = on_terminal(
         command, dict(ENV, TERM="xterm"),
         lambda screen: b"\x03" if screen.count(b"started") == len(group.hosts) else None)

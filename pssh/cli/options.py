@@ -18,6 +18,7 @@ EXAMPLES = {
           pssh run -h hosts.txt -i -t 30 -- 'df -h /'
           pssh run -h hosts.txt --json -- 'cat /etc/os-release' | jq .host
           pssh run -H "app1 app2" -J bastion.example -o out/ -e err/ -- 'journalctl -n 100'
+          pssh run -h fleet.txt --processes auto -p 500 -- 'uptime'   # every core
         """,
     "copy": """
         examples:
@@ -39,6 +40,20 @@ EXIT_TEXT = """
 exit status: 0 every host succeeded; 1 some host failed (error or non-zero exit);
 2 usage error; 130 interrupted.
 """
+
+
+def _processes(text: str):
+    """``--processes``: a positive number, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of processes or 'auto', "
+                                         f"not {text!r}")
+    return number
 
 
 class Parser(argparse.ArgumentParser):
@@ -65,6 +80,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     conn.add_argument("--port", type=int, help="port (default: ssh config, then 22)")
     conn.add_argument("-p", "--parallel", type=int, default=100, metavar="N",
                       help="hosts worked on at once (default 100)")
+    conn.add_argument("--processes", metavar="N|auto", type=_processes,
+                      help="shard the hosts over N worker processes (auto: one per core); "
+                           "for runs bound by one core's CPU (default: one process)")
     conn.add_argument("-t", "--timeout", type=float, metavar="SECONDS",
                       help="time each host may take in all (default: no limit)")
     conn.add_argument("--connect-timeout", type=float, default=10, metavar="SECONDS",
@@ -151,6 +169,8 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("no hosts given: use -H \"host ...\", -h FILE or --embedded N")
     if args.parallel < 1:
         raise UsageError("--parallel must be at least 1")
+    if args.processes == 1:
+        args.processes = None  # one process: the plain client
     for name in ("timeout", "connect_timeout"):
         value = getattr(args, name)
         if value is not None and value <= 0:

@@ -136,7 +136,8 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
                         handlers=[handler], force=True)
     client = ParallelSSHClient([h.host for h in hosts],
                                host_config=[HostConfig(user=h.user, port=h.port) for h in hosts],
-                               pool_size=args.parallel, ssh_config=config, **connect.given())
+                               pool_size=args.parallel, ssh_config=config,
+                               processes=args.processes, **connect.given())
     results: List[Optional[HostResult]] = [None] * len(hosts)
     running: Dict[int, HostOutput] = {}  # commands started and not yet finished, by host
     work = {"run": functools.partial(_run_host, running=running), "copy": _copy_host,
@@ -219,8 +220,7 @@ def _stop(client: ParallelSSHClient, hosts: List[HostSpec], running: Dict[int, H
 
 def _run_host(args, client: ParallelSSHClient, index: int, result: HostResult,
               display: Display, running: Dict[int, HostOutput]) -> None:
-    ssh = client.host_client(index)
-    output = ssh.run_command(args.command, sudo=args.sudo, cancellable=True)
+    output = client.run_host_command(index, args.command, sudo=args.sudo, cancellable=True)
     running[index] = output
     collect = args.json or args.inline
     files = [open(os.path.join(d, result.host), "w", encoding="utf-8") if d else None
@@ -265,13 +265,13 @@ def _byte_counter(result: HostResult, display: Display):
 
 def _copy_host(args, client: ParallelSSHClient, index: int, result: HostResult,
                display: Display) -> None:
-    client.host_client(index).copy_file(args.local, args.remote, recurse=args.recursive,
-                                        callback=_byte_counter(result, display))
+    client.copy_file_to_host(index, args.local, args.remote, recurse=args.recursive,
+                             callback=_byte_counter(result, display))
 
 
 def _fetch_host(args, client: ParallelSSHClient, index: int, result: HostResult,
                 display: Display) -> None:
     name = posixpath.basename(args.remote.rstrip("/")) or "root"
     local = os.path.join(args.local, result.host, name)
-    client.host_client(index).copy_remote_file(args.remote, local, recurse=args.recursive,
-                                               callback=_byte_counter(result, display))
+    client.copy_remote_file_from_host(index, args.remote, local, recurse=args.recursive,
+                                      callback=_byte_counter(result, display))

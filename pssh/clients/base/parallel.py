@@ -476,9 +476,9 @@ class BaseParallelSSHClient:
                                  recurse=recurse)
 
     def _copy_file(self, host_i: int, host: str, local_file: str, remote_file: str,
-                   recurse: bool = False) -> None:
+                   recurse: bool = False, **kwargs) -> None:
         return self._get_ssh_client(host_i, host).copy_file(local_file, remote_file,
-                                                            recurse=recurse)
+                                                            recurse=recurse, **kwargs)
 
     def copy_remote_file(self, remote_file: str, local_file: str, recurse: bool = False,
                          suffix_separator: str = "_", copy_args: Optional[Sequence[dict]] = None,
@@ -493,6 +493,28 @@ class BaseParallelSSHClient:
                           recurse: bool = False, **kwargs) -> None:
         return self._get_ssh_client(host_i, host).copy_remote_file(
             remote_file, local_file, recurse=recurse, **kwargs)
+
+    # -- one host (ours: work per host, as the command line does it) ------------------------
+
+    def run_host_command(self, host_i: int, command: str, **kwargs) -> HostOutput:
+        """Start ``command`` on ``hosts[host_i]`` alone (``run_command``'s per-host keywords:
+        ``sudo``, ``user``, ``use_pty``, ``shell``, ``encoding``, ``read_timeout``,
+        ``errors``, ``cancellable``); failures are raised."""
+        return self._run_command(host_i, self.hosts[host_i], command, **kwargs)
+
+    def copy_file_to_host(self, host_i: int, local_file: str, remote_file: str,
+                          recurse: bool = False, callback=None) -> None:
+        """``copy_file`` for ``hosts[host_i]`` alone, done when it returns; ``callback(done,
+        total)`` is called with the bytes of each file as they go."""
+        self._copy_file(host_i, self.hosts[host_i], local_file, remote_file, recurse=recurse,
+                        callback=callback)
+
+    def copy_remote_file_from_host(self, host_i: int, remote_file: str, local_file: str,
+                                   recurse: bool = False, callback=None) -> None:
+        """``copy_remote_file`` from ``hosts[host_i]`` alone, to ``local_file`` as given (no
+        host suffix); ``callback`` as for :meth:`copy_file_to_host`."""
+        self._copy_remote_file(host_i, self.hosts[host_i], remote_file, local_file,
+                               recurse=recurse, callback=callback)
 
 
 for _field in fields(ConnectOptions):

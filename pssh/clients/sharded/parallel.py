@@ -21,7 +21,7 @@ import logging
 import os
 import sys
 import weakref
-from typing import Dict, List, Optional, Tuple, Union
+from typing import Callable, Dict, List, Optional, Tuple, Union
 
 import gevent
 from gevent import subprocess
@@ -80,6 +80,7 @@ class WorkerProcess:
         self.pipe = FramedPipe(from_worker, to_worker)
         self._ids = itertools.count()
         self._waiting: Dict[int, Tuple[AsyncResult, Optional[str]]] = {}
+        self._progress: Dict[int, Callable] = {}
         #: The commands it runs, by id (the id of the request that started each).
         self.commands: Dict[int, RemoteCommand] = {}
         self.error: Optional[str] = None  # why it is gone, once it is
@@ -107,16 +108,20 @@ class WorkerProcess:
                                   self.pid, self.error) from None
 
     def request(self, kind: str, *args, host: Optional[str] = None,
-                request_id: Optional[int] = None):
-        """Send ``(kind, id, *args)`` and wait for its answer (its error is raised here)."""
+                request_id: Optional[int] = None, progress=None):
+        """Send ``(kind, id, *args)`` and wait for its answer (its error is raised here);
+        ``progress(*values)`` is called with each progress report the request makes."""
         request_id = self.new_id() if request_id is None else request_id
         result = AsyncResult()
         self._waiting[request_id] = (result, host)
+        if progress is not None:
+            self._progress[request_id] = progress
         try:
             self.send((kind, request_id) + args)
             return result.get()
         finally:
             self._waiting.pop(request_id, None)
+            self._progress.pop(request_id, None)
 
     def _read(self) -> None:
         while True:
@@ -128,6 +133,10 @@ class WorkerProcess:
                 self.commands[key].on_data(*rest)
             elif kind == "eof":
                 self.commands[key].on_eof(*rest)
+            elif kind == "progress":
+                report = self._progress.get(key)
+                if report is not None:
+                    report(*rest)
             elif kind == "exit":
                 self.commands.pop(key).on_exit(*rest)
             elif kind == "lost":
@@ -200,8 +209,11 @@ def _worker_environment() -> dict:
 
 def _in_worker(name: str):
     """A per-host step of the base client, done by the host's worker."""
-    def step(self, host_i: int, host: str, *args, **kwargs):
-        return self._worker(host_i).request("call", host_i, name, args, kwargs, host=host)
+    def step(self, host_i: int, host: str, *args, callback=None, **kwargs):
+        if callback is not None:  # called here with what the worker reports
+            kwargs["callback"] = True
+        return self._worker(host_i).request("call", host_i, name, args, kwargs, host=host,
+                                            progress=callback)
     step.__name__ = name
     step.__doc__ = f"The base client's ``{name}``, in the worker process of ``hosts[host_i]``."
     return step
@@ -230,6 +242,12 @@ class ShardedParallelSSHClient(ParallelSSHClient):
         self.processes = processes or 1
         self._workers: List[Optional[WorkerProcess]] = []
         self._finalizer = weakref.finalize(self, _close_workers, self._workers)
+        self._size_pool()
+
+    def _size_pool(self) -> None:
+        # pool_size applies per worker; here the hosts' greenlets only wait on them.
+        count = worker_count(self.processes, len(self.hosts))
+        self.pool = Pool(size=self.pool_size * count, greenlet_class=HostGreenlet)
 
     @property
     def hosts(self) -> List[str]:
@@ -239,6 +257,7 @@ class ShardedParallelSSHClient(ParallelSSHClient):
     def hosts(self, hosts) -> None:
         self._hosts = self._validate_hosts(hosts)
         _close_workers(self._workers)  # the shards change: new workers on next use
+        self._size_pool()
 
     # -- workers ---------------------------------------------------------------------
 
@@ -249,8 +268,6 @@ class ShardedParallelSSHClient(ParallelSSHClient):
         if len(self._workers) != count:
             _close_workers(self._workers)
             self._workers.extend([None] * count)
-            # Each worker's share of concurrency is pool_size; the parent only waits.
-            self.pool = Pool(size=self.pool_size * count, greenlet_class=HostGreenlet)
         for number, worker in enumerate(self._workers):
             if worker is None or not worker.alive:
                 self._workers[number] = self._start_worker(number, count)

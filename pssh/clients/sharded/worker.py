@@ -162,6 +162,8 @@ class Worker:
 
     def _call(self, call_id, host_index, method, args, kwargs) -> None:
         i, host = self.local[host_index]
+        if kwargs.get("callback") is True:  # the parent's callback, by message
+            kwargs["callback"] = lambda *values: self.pipe.send(("progress", call_id) + values)
         try:
             result = getattr(self.client, method)(i, host, *args, **kwargs)
         except BaseException as err:  # the parent's greenlet raises it
