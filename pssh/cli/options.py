@@ -19,6 +19,7 @@ EXAMPLES = {
           pssh run -h hosts.txt --json -- 'cat /etc/os-release' | jq .host
           pssh run -H "app1 app2" -J bastion.example -o out/ -e err/ -- 'journalctl -n 100'
           pssh run -h fleet.txt --processes auto -p 500 -- 'uptime'   # every core
+          pssh run -h fleet.txt --scheduler tcp://dask.example:8786 -- 'uptime'
         """,
     "copy": """
         examples:
@@ -83,6 +84,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
     conn.add_argument("--processes", metavar="N|auto", type=_processes,
                       help="shard the hosts over N worker processes (auto: one per core); "
                            "for runs bound by one core's CPU (default: one process)")
+    conn.add_argument("--scheduler", metavar="ADDRESS|local:N",
+                      help="run on a Dask cluster (tcp://host:8786), or on N local Dask "
+                           "worker processes started for the run (local:N); run only")
+    conn.add_argument("--idempotent", action="store_true",
+                      help="with --scheduler: a host whose Dask worker is lost may run the "
+                           "command again elsewhere (otherwise it fails)")
     conn.add_argument("-t", "--timeout", type=float, metavar="SECONDS",
                       help="time each host may take in all (default: no limit)")
     conn.add_argument("--connect-timeout", type=float, default=10, metavar="SECONDS",
@@ -171,6 +178,14 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("--parallel must be at least 1")
     if args.processes == 1:
         args.processes = None  # one process: the plain client
+    if args.scheduler is not None:
+        if args.subcommand != "run":
+            raise UsageError("--scheduler works with run only")
+        for flag, value in (("--processes", args.processes), ("-t", args.timeout)):
+            if value is not None:
+                raise UsageError(f"{flag} cannot be used with --scheduler")
+    elif args.idempotent:
+        raise UsageError("--idempotent goes with --scheduler")
     for name in ("timeout", "connect_timeout"):
         value = getattr(args, name)
         if value is not None and value <= 0:

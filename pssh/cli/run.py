@@ -124,16 +124,26 @@ def _check_paths(args) -> None:
                 os.makedirs(directory, exist_ok=True)
 
 
-def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> int:
-    _check_paths(args)
+def _display(args, hosts: List[HostSpec]) -> Display:
+    """The run's display, with log records going through it."""
     interactive = {"auto": None, "always": True, "never": False}[args.progress]
     colour = {"auto": None, "always": True, "never": False}[args.color]
     display = Display(len(hosts), title=f"pssh {args.subcommand}", interactive=interactive,
                       colour=colour, show_bytes=args.subcommand != "run")
     handler = _DisplayLogHandler(display)
     handler.setFormatter(logging.Formatter("pssh: %(message)s"))
-    logging.basicConfig(level=max(logging.DEBUG, logging.WARNING - 10 * args.verbose),
-                        handlers=[handler], force=True)
+    level = max(logging.DEBUG, logging.WARNING - 10 * args.verbose)
+    handler.setLevel(level)  # libraries' loggers with levels of their own (Dask's) included
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+    return display
+
+
+def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> int:
+    _check_paths(args)
+    if args.scheduler is not None:
+        from pssh.cli.cluster import execute_on_cluster  # Dask is imported only for this
+        return execute_on_cluster(args, hosts, connect, config, _display(args, hosts))
+    display = _display(args, hosts)
     client = ParallelSSHClient([h.host for h in hosts],
                                host_config=[HostConfig(user=h.user, port=h.port) for h in hosts],
                                pool_size=args.parallel, ssh_config=config,

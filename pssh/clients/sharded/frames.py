@@ -67,3 +67,13 @@ class FramedPipe:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def portable(err: BaseException) -> BaseException:
+    """``err`` if it can be pickled for the other side, else a PSSHError saying the same."""
+    try:
+        pickle.dumps(err)
+        return err
+    except Exception:
+        from pssh import exceptions as exc
+        return exc.PSSHError("%s: %s", type(err).__name__, err)

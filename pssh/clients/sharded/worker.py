@@ -27,7 +27,7 @@ import gevent
 from gevent.event import Event
 
 from pssh.clients.native.parallel import ParallelSSHClient
-from pssh.clients.sharded.frames import FramedPipe
+from pssh.clients.sharded.frames import FramedPipe, portable
 from pssh.options import ConnectOptions
 from pssh.output import HostOutput
 
@@ -128,7 +128,7 @@ class Pump:
             send(("exit", self.command_id, reader.exit_code, reader.exit_signal))
         except Exception as err:
             log.debug("%s: output lost: %s", self.output.host, err)
-            send(("lost", self.command_id, _portable(err)))
+            send(("lost", self.command_id, portable(err)))
 
 
 class Worker:
@@ -167,7 +167,7 @@ class Worker:
         try:
             result = getattr(self.client, method)(i, host, *args, **kwargs)
         except BaseException as err:  # the parent's greenlet raises it
-            self.pipe.send(("failed", call_id, _portable(err)))
+            self.pipe.send(("failed", call_id, portable(err)))
             return
         if isinstance(result, HostOutput):
             self.pumps[call_id] = Pump(self, call_id, result)
@@ -193,7 +193,7 @@ class Worker:
         try:
             cancelled = output.client.cancel(output, signal_name, timeout)
         except Exception as err:
-            self.pipe.send(("failed", call_id, _portable(err)))
+            self.pipe.send(("failed", call_id, portable(err)))
         else:
             self.pipe.send(("done", call_id, cancelled))
 
@@ -212,18 +212,6 @@ def _log_failure(func, *args) -> None:
         func(*args)
     except Exception as err:
         log.warning("%s failed: %s", getattr(func, "__name__", func), err)
-
-
-def _portable(err: BaseException) -> BaseException:
-    """``err`` if it can be sent to the parent, else a PSSHError that says the same."""
-    import pickle
-
-    from pssh import exceptions as exc
-    try:
-        pickle.dumps(err)
-        return err
-    except Exception:
-        return exc.PSSHError("%s: %s", type(err).__name__, err)
 
 
 def main() -> None:

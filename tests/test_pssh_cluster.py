@@ -1,0 +1,186 @@
+"""Runs spread over a real Dask cluster (scheduler and worker processes on this machine)."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from distributed import Client, LocalCluster
+
+from pssh import exceptions as exc
+from pssh.clients.cluster import plan_shards, run_on_cluster
+from pssh.sshd import ServerGroup, free_port
+
+ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(4, first_address=61) as g:
+        yield g
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """A scheduler with no workers of its own: each test starts the workers it needs."""
+    cluster = LocalCluster(n_workers=0, processes=True, dashboard_address=":0")
+    client = Client(cluster)
+    yield client
+    client.close()
+    cluster.close()
+
+
+@pytest.fixture
+def start_worker(scheduler):
+    """Starts ``dask worker`` processes (no nanny: a killed one stays dead) with resources."""
+    started = []
+
+    def start(name, resources):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "distributed.cli.dask_worker", scheduler.scheduler.address,
+             "--nthreads", "1", "--no-nanny", "--no-dashboard", "--name", name,
+             "--resources", resources], env=ENV, stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL)
+        started.append(proc)
+        scheduler.wait_for_workers(len(started), timeout=60)
+        address = next(a for a, w in scheduler.scheduler_info()["workers"].items()
+                       if w["name"] == name)
+        return proc, address
+    yield start
+    for proc in started:
+        proc.kill()
+        proc.wait()
+    deadline = time.monotonic() + 30
+    while scheduler.scheduler_info()["workers"] and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def options(group, tmp_path):
+    return dict(port=group.port, pkey=group.keys.private(), allow_agent=False,
+                identity_auth=False, known_hosts=str(tmp_path / "known_hosts"), timeout=10)
+
+
+def remote_processes(word: str):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmdline = fh.read()
+            with open(f"/proc/{pid}/stat") as fh:
+                zombie = fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if word.encode() in cmdline and not zombie:
+            found.append(int(pid))
+    return found
+
+
+def test_plan_shards_by_label_then_size():
+    hosts = ["a1", "b1", "a2", "a3", "b2"]
+    plan = plan_shards(hosts, lambda h: h[0] if h != "a3" else None, 1)
+    assert plan == [("a", [0]), ("a", [2]), ("b", [1]), ("b", [4]), (None, [3])]
+    assert plan_shards(hosts, None, 2) == [(None, [0, 1]), (None, [2, 3]), (None, [4])]
+
+
+def test_each_host_comes_back_once_as_it_completes(group, tmp_path, scheduler, start_worker):
+    _, first = start_worker("w1", "any=1")
+    _, second = start_worker("w2", "any=1")
+    refused = "127.0.0.1"
+    hosts = group.hosts + [refused]
+    from pssh.config import HostConfig
+    configs = [HostConfig(port=group.port)] * len(group.hosts) + [HostConfig(port=free_port())]
+    slow = group.hosts[0]
+    command = f'case "$SSH_CONNECTION" in *" {slow} "*) sleep 3;; esac; echo $SSH_CONNECTION'
+    with run_on_cluster(scheduler, hosts, command, host_config=configs, shard_size=3,
+                        **options(group, tmp_path)) as run:
+        results = list(run)
+    assert sorted(r.index for r in results) == list(range(len(hosts)))
+    by_host = {r.index: r for r in results}
+    for i, host in enumerate(group.hosts):
+        assert by_host[i].exit_code == 0 and by_host[i].stdout.split()[2] == host
+    assert isinstance(by_host[len(hosts) - 1].exception, exc.ConnectionRefused)
+    assert results[-1].host == slow  # the slow host's own shard mate came back first
+    assert {r.worker.split()[0] for r in results} == {first, second}
+
+
+def test_labelled_hosts_run_only_on_matching_workers(group, tmp_path, scheduler,
+                                                     start_worker):
+    _, dc1 = start_worker("dc1-worker", "dc1=2")
+    _, dc2 = start_worker("dc2-worker", "dc2=2")
+    labels = {host: ("dc1" if i % 2 == 0 else "dc2") for i, host in enumerate(group.hosts)}
+    with run_on_cluster(scheduler, group.hosts * 2, "true", labels=labels, shard_size=1,
+                        **options(group, tmp_path)) as run:
+        results = list(run)
+    assert len(results) == 8 and all(r.exit_code == 0 for r in results)
+    for result in results:
+        expected = dc1 if labels[result.host] == "dc1" else dc2
+        assert result.worker.split()[0] == expected
+
+
+@pytest.mark.parametrize("idempotent", [False, True], ids=["run-once", "idempotent"])
+def test_a_lost_worker_fails_its_hosts_or_reruns_them(group, tmp_path, scheduler,
+                                                      start_worker, idempotent):
+    victim, victim_address = start_worker("victim", "pool=1")
+    _, survivor = start_worker("survivor", "pool=1")
+    marker = f"sleep 3.{os.getpid()}{int(idempotent)}"
+    labels = {host: "pool" for host in group.hosts}
+    with run_on_cluster(scheduler, group.hosts, f"echo start; {marker}; echo end",
+                        labels=labels, shard_size=2, idempotent=idempotent,
+                        **options(group, tmp_path)) as run:
+        deadline = time.monotonic() + 30
+        while len(remote_processes(marker)) < 4 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert len(remote_processes(marker)) == 4  # both shards are running
+        victim.send_signal(signal.SIGKILL)
+        results = list(run)
+    assert sorted(r.index for r in results) == [0, 1, 2, 3]  # each host once
+    lost = [r for r in results if r.exception is not None]
+    if idempotent:
+        assert lost == [] and all(r.stdout == "start\nend" for r in results)
+        assert {r.worker.split()[0] for r in results} == {survivor}  # re-run there
+    else:
+        assert len(lost) == 2
+        for result in lost:
+            assert isinstance(result.exception, exc.WorkerError)
+            assert result.host in str(result.exception)
+            assert "not run again" in str(result.exception)
+        done = [r for r in results if r.exception is None]
+        assert [r.stdout for r in done] == ["start\nend"] * 2
+        assert {r.worker.split()[0] for r in done} == {survivor}
+    assert victim_address not in {r.worker.split()[0] for r in results if r.exit_code == 0}
+
+
+def test_stop_stops_the_remote_commands(group, tmp_path, scheduler, start_worker):
+    start_worker("w1", "any=1")
+    marker = f"sleep 432.{os.getpid()}"
+    run = run_on_cluster(scheduler, group.hosts, f"{marker}; echo never", shard_size=4,
+                         **options(group, tmp_path))
+    deadline = time.monotonic() + 30
+    while len(remote_processes(marker)) < 4 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(remote_processes(marker)) == 4
+    run.stop()  # returns once the tasks have stopped their commands
+    deadline = time.monotonic() + 5
+    while remote_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert remote_processes(marker) == []
+    results = list(run)
+    assert len(results) == 4 and all(r.stdout == "" and r.exit_code != 0 for r in results)
+
+
+def test_command_line_on_a_local_dask_cluster(group, tmp_path):
+    hosts = " ".join(group.hosts + ["127.0.0.1:1"])
+    result = subprocess.run(
+        [sys.executable, "-m", "pssh", "run", "-H", hosts, "--port", str(group.port), "-k",
+         group.keys.private(), "--no-agent", "-F", "none", "--known-hosts",
+         str(tmp_path / "known_hosts"), "--scheduler", "local:2", "--json", "--",
+         "echo out; exit 3"], capture_output=True, text=True, timeout=120, env=ENV)
+    assert result.returncode == 1, result.stderr
+    records = {r["host"]: r for r in map(json.loads, result.stdout.splitlines())}
+    assert set(records) == set(group.hosts) | {"127.0.0.1"}
+    assert all(records[h]["exit_code"] == 3 and records[h]["stdout"] == "out"
+               for h in group.hosts)
+    assert "cannot connect" in records["127.0.0.1"]["error"]
+    assert "distributed" not in result.stderr  # Dask's own logging stays quiet
