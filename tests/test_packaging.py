@@ -75,3 +75,15 @@ def test_importing_the_clients_leaves_transfer_only_modules_for_later():
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd="/",
                          check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_every_package_of_the_checkout_is_listed_for_installing():
+    # A subpackage missing from pyproject's list works from a checkout, not installed.
+    import tomllib
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    with open(os.path.join(repo, "pyproject.toml"), "rb") as fh:
+        listed = set(tomllib.load(fh)["tool"]["setuptools"]["packages"])
+    found = {os.path.relpath(d, repo).replace(os.sep, ".")
+             for top in ("pssh", "ssh2") for d, _, files in os.walk(os.path.join(repo, top))
+             if "__init__.py" in files}
+    assert found - listed == set()
