@@ -343,7 +343,7 @@ class ServerGroup:
         if not 1 <= count <= 250 or first_address + count > 255:
             raise ValueError("count must be between 1 and 250 (addresses up to 127.0.0.254)")
         # One port for every address, so that clients can take (hosts, port).
-        self.port = port or _common_free_port([f"127.0.0.{first_address + i}"
+        self.port = port or common_free_port([f"127.0.0.{first_address + i}"
                                                for i in range(count)])
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pssh-sshd-group-"))
@@ -421,7 +421,8 @@ def _descendants(root: int) -> list:
     return found[::-1]
 
 
-def _common_free_port(addresses: Sequence[str], attempts: int = 50) -> int:
+def common_free_port(addresses: Sequence[str], attempts: int = 50) -> int:
+    """A TCP port free on every one of ``addresses``."""
     for _ in range(attempts):
         port = free_port(addresses[0])
         try:

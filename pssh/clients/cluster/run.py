@@ -151,14 +151,16 @@ def connect_cluster(scheduler) -> Tuple[object, object]:
 def run_on_cluster(scheduler, hosts: Sequence[str], command: str, *, labels: Labels = None,
                    idempotent: bool = False, shard_size: Optional[int] = None,
                    pool_size: int = 100, host_config=None, ssh_config=None,
-                   sudo: bool = False, user: Optional[str] = None, use_pty: bool = False,
+                   sudo: bool = False, sudo_user: Optional[str] = None, use_pty: bool = False,
                    shell: Optional[str] = None, encoding: str = "utf-8",
                    **options) -> ClusterRun:
     """Run ``command`` on every host, spread over the Dask cluster at ``scheduler``
     (see :func:`connect_cluster`); a :class:`ClusterRun` to iterate for results.
 
     ``options``, ``host_config`` and ``ssh_config`` are the parallel client's
-    (resolved here, used on the workers). ``labels`` (host -> label, or a
+    (resolved here, used on the workers; ``user`` is the login name, as there).
+    ``sudo``, ``sudo_user`` (``run_command``'s ``user``), ``use_pty``, ``shell``,
+    ``encoding``: as for ``run_command``. ``labels`` (host -> label, or a
     function of the host): hosts with a label run only on workers that have the
     Dask resource of that name. ``idempotent``: a shard whose worker is lost
     mid-run runs again on another worker; otherwise its unfinished hosts fail
@@ -181,7 +183,7 @@ def run_on_cluster(scheduler, hosts: Sequence[str], command: str, *, labels: Lab
                                 [local._host_options(i) for i in indices]))
                   for number, (label, indices) in enumerate(plan_shards(hosts, labels,
                                                                         shard_size))]
-        run_kwargs = dict(sudo=sudo, user=user, use_pty=use_pty, shell=shell,
+        run_kwargs = dict(sudo=sudo, user=sudo_user, use_pty=use_pty, shell=shell,
                           encoding=encoding)
         return ClusterRun(dask_client, hosts, shards, command, local._ssh_config or False,
                           run_kwargs, idempotent, pool_size, own_cluster)
