@@ -51,7 +51,8 @@ def main() -> None:
         client = ParallelSSHClient(hosts, host_config=config, processes=count,
                                    **settings)
         worker_pids = [w.pid for w in client.workers] if count > 1 else []
-    cpu_before = self_cpu() + sum(process_cpu(p) for p in worker_pids)
+    parent_before = self_cpu()
+    cpu_before = parent_before + sum(process_cpu(p) for p in worker_pids)
     started = time.monotonic()
     if kind == "dask":
         from pssh.clients.cluster import run_on_cluster
@@ -63,6 +64,7 @@ def main() -> None:
         client.join(output)
         ok = sum(o.exit_code == 0 for o in output)
     wall = time.monotonic() - started
+    parent_cpu = self_cpu() - parent_before  # this process alone (the dispatcher, sharded)
     cpu = self_cpu() + sum(process_cpu(p) for p in worker_pids) - cpu_before
     worker_rss = 0
     for pid in worker_pids:
@@ -74,7 +76,8 @@ def main() -> None:
         cluster.close()
     else:
         client.close()
-    print(json.dumps({"wall": wall, "cpu": cpu, "ok": ok, "workers": len(worker_pids),
+    print(json.dumps({"wall": wall, "cpu": cpu, "parent_cpu": parent_cpu, "ok": ok,
+                      "workers": len(worker_pids),
                       "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                       "worker_maxrss_kib": worker_rss}))
 

@@ -41,6 +41,7 @@ class Fleet:
     def __init__(self, hosts: int) -> None:
         self.workdir = Path(tempfile.mkdtemp(prefix="pssh-scaling-"))
         self.keys = ClientKeys.generate(self.workdir / "client")
+        host_keys = OpenSSHServer(workdir=self.workdir / "hostkeys").host_keys  # one set for all
         self.servers = []
         self.hosts = []
         for number in range(math.ceil(hosts / self.PER_SERVER)):
@@ -49,7 +50,7 @@ class Fleet:
             port = common_free_port(addresses)
             self.servers.append(OpenSSHServer(
                 addresses[0], port, workdir=self.workdir / f"sshd{number}", keys=self.keys,
-                config=[f"ListenAddress {a}:{port}" for a in addresses[1:]]
+                host_keys=host_keys, config=[f"ListenAddress {a}:{port}" for a in addresses[1:]]
                 + ["LogLevel ERROR"]))
             self.hosts.extend((address, port) for address in addresses)
 
@@ -119,6 +120,7 @@ def main(argv=None) -> int:
                     print(f"  {mode:>10} H={count:<5} wall {result['wall']:6.2f} s  "
                           f"ok {result['ok']}", file=sys.stderr)
     report(runs, args.modes, args.hosts)
+    model(runs)
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1))
     if args.chart:
@@ -131,7 +133,7 @@ def _median(runs, key):
 
 
 def report(runs, modes, host_counts) -> None:
-    print("| hosts | mode | ok | wall s | client CPU ms/host | sshd CPU ms/login | "
+    print("| hosts | mode | ok | wall s | client CPU ms/host (parent) | sshd CPU ms/login | "
           "sshd-bound limit s | wall / limit | client peak RSS MiB (worker) | "
           "wall vs single |")
     print("|---|---|---|---|---|---|---|---|---|---|")
@@ -144,10 +146,34 @@ def report(runs, modes, host_counts) -> None:
             wall, limit = _median(mine, "wall"), _median(mine, "sshd_limit")
             vs = f"{wall / _median(single, 'wall'):.2f}x" if single else "-"
             print(f"| {count} | {mode} | {min(r['ok'] for r in mine)}/{count} | {wall:.2f} | "
-                  f"{1000 * _median(mine, 'cpu') / count:.2f} | "
+                  f"{1000 * _median(mine, 'cpu') / count:.2f} "
+                  f"({1000 * _median(mine, 'parent_cpu') / count:.2f}) | "
                   f"{1000 * _median(mine, 'sshd_cpu') / count:.1f} | {limit:.2f} | "
                   f"{wall / limit:.2f} | {_median(mine, 'maxrss_kib') / 1024:.0f} "
                   f"({_median(mine, 'worker_maxrss_kib') / 1024:.0f}) | {vs} |")
+
+
+def model(runs, cores=(2, 16, 64)) -> None:
+    """Client-bound logins per second with servers elsewhere, from the measured per-host
+    CPU: one process is one core; sharded, N-1 workers share the per-host work and the
+    parent dispatches every host on a core of its own."""
+    largest = max(r["hosts"] for r in runs)
+    single = [r for r in runs if r["hosts"] == largest and r["mode"] == "single"]
+    sharded = [r for r in runs if r["hosts"] == largest and r["mode"].startswith("sharded")
+               and "parent_cpu" in r]
+    if not single or not sharded:
+        return
+    one = _median(single, "cpu") / largest
+    parent = _median(sharded, "parent_cpu") / largest
+    worker = (_median(sharded, "cpu") - _median(sharded, "parent_cpu")) / largest
+    print(f"\nmodel (H={largest}): one process {1000 * one:.2f} ms/host -> {1 / one:.0f} "
+          f"logins/s on any machine; sharded: parent {1000 * parent:.2f} ms/host, workers "
+          f"{1000 * worker:.2f} ms/host")
+    for n in cores:
+        rate = min(1 / parent, (n - 1) / worker) if n > 1 else 1 / (parent + worker)
+        print(f"  {n:>2} cores: sharded over {max(1, n - 1)} workers -> {rate:.0f} logins/s "
+              f"({rate * one:.1f}x one process); 10,000 hosts in {10000 / rate:.0f} s "
+              f"of client time")
 
 
 def chart(runs, modes, host_counts, path) -> None:

@@ -89,7 +89,7 @@ def test_outputs_in_host_order_with_exit_codes_stdin_and_a_failed_host(group, tm
 def test_as_completed_and_file_copies_both_ways(group, tmp_path):
     client = sharded(group, tmp_path)
     output = client.run_command("sleep %s; echo slept %s", host_args=[(d, d) for d in
-                                                                      (0.6, 0.0, 0.3, 0.1)])
+                                                                      (2, 0, 1, 0.5)])
     order = [o.host for o in client.as_completed(output)]
     assert sorted(order) == sorted(group.hosts) and order[0] == group.hosts[1]
     assert order[-1] == group.hosts[0]

@@ -96,16 +96,15 @@ class WorkerProcess:
     def new_id(self) -> int:
         return next(self._ids)
 
-    def send(self, message: tuple) -> None:
-        if self.error is not None:
-            raise exc.WorkerError("worker process %s (pid %s) is gone: %s", self.number,
-                                  self.pid, self.error)
-        try:
-            self.pipe.send(message)
-        except OSError:
-            self._gone(_how_it_ended(self.popen))
-            raise exc.WorkerError("worker process %s (pid %s) is gone: %s", self.number,
-                                  self.pid, self.error) from None
+    def send(self, message: tuple, host: Optional[str] = None) -> None:
+        """Send one message; :class:`~pssh.exceptions.WorkerError` (naming ``host``) if the
+        worker is gone."""
+        if self.error is None:
+            try:
+                return self.pipe.send(message)
+            except OSError:
+                self._gone(_how_it_ended(self.popen))
+        raise self.lost_error(host)
 
     def request(self, kind: str, *args, host: Optional[str] = None,
                 request_id: Optional[int] = None, progress=None):
@@ -117,7 +116,7 @@ class WorkerProcess:
         if progress is not None:
             self._progress[request_id] = progress
         try:
-            self.send((kind, request_id) + args)
+            self.send((kind, request_id) + args, host)
             return result.get()
         finally:
             self._waiting.pop(request_id, None)
@@ -165,6 +164,9 @@ class WorkerProcess:
         self.commands.clear()
 
     def lost_error(self, host: Optional[str]) -> exc.WorkerError:
+        if host is None:
+            return exc.WorkerError("worker process %s (pid %s) is gone: it %s", self.number,
+                                   self.pid, self.error)
         return exc.WorkerError("%s: worker process %s (pid %s) %s before the work on this "
                                "host was done", host, self.number, self.pid, self.error,
                                host=host)

@@ -99,14 +99,14 @@ class RemoteCommand:
         outstanding = self._granted[stream] - self._received[stream]
         if outstanding < WINDOW // 2 and not self._draining:
             self._granted[stream] += WINDOW - outstanding
-            self.worker.send(("credit", self.command_id, stream, WINDOW - outstanding))
+            self.worker.send(("credit", self.command_id, stream, WINDOW - outstanding), self.host)
 
     def wait_eof(self, timeout: Optional[float] = None, consume: bool = False) -> None:
         """Have the worker send (or drop, with ``consume``) the rest; wait for the end."""
         deadline = deadline_after(timeout)
         if not self.closed and self.error is None and not self._draining:
             self._draining = True
-            self.worker.send(("drain", self.command_id, consume))
+            self.worker.send(("drain", self.command_id, consume), self.host)
         while not self.closed:
             if self.error is not None:
                 raise self.error
@@ -131,7 +131,8 @@ class RemoteStdin:
         self._command = command
 
     def _send(self, operation: str, data: Optional[bytes] = None) -> None:
-        self._command.worker.send(("stdin", self._command.command_id, operation, data))
+        command = self._command
+        command.worker.send(("stdin", command.command_id, operation, data), command.host)
 
     def write(self, data) -> None:
         """Send ``data`` (str is UTF-8 encoded) whole."""
