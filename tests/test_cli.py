@@ -238,15 +238,17 @@ def test_embedded_hosts(tmp_path):
 
 def on_terminal(command, env, answer, timeout=60):
     """Run ``command`` under script(1)'s pseudo-terminal. ``answer(screen)`` returns what
-    to type once the screen calls for it (then it is not asked again), or None.
-    Returns the screen and whether anything was typed."""
+    to type once the screen calls for it (then it is not asked again), or None; a list of
+    such functions types each one's answer in turn. Returns the screen and whether
+    everything was typed."""
     import select
     import time
 
+    answers = list(answer) if isinstance(answer, (list, tuple)) else [answer]
     proc = subprocess.Popen(["script", "-qec", subprocess.list2cmdline(command), "/dev/null"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env=env)
-    screen, typed = b"", False
+    screen = b""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if select.select([proc.stdout], [], [], 0.5)[0]:
@@ -254,14 +256,14 @@ def on_terminal(command, env, answer, timeout=60):
             if not chunk:
                 break
             screen += chunk
-        keys = None if typed else answer(screen)
+        keys = answers[0](screen) if answers else None
         if keys is not None:
             proc.stdin.write(keys)  # typed only once called for, as a person would
             proc.stdin.flush()
-            typed = True
+            answers.pop(0)
     proc.kill()
     proc.wait()
-    return screen.decode(errors="replace"), typed
+    return screen.decode(errors="replace"), not answers
 
 
 def test_password_prompt_is_not_echoed(tmp_path):
@@ -280,17 +282,19 @@ def test_password_prompt_is_not_echoed(tmp_path):
 
 @PROCESSES
 def test_ctrl_c_stops_the_remote_commands(group, tmp_path, sharding):
-    """The first Ctrl-C (typed on the terminal) names the hosts still running and stops
-    their commands (sshd alone would leave them running); none is left behind."""
+    """The first Ctrl-C (typed on the terminal) names the hosts still running, the second
+    stops their commands (sshd alone would leave them running); none is left behind."""
     import time
 
     sleeper = f"sleep 321.{os.getpid()}"
     command = [sys.executable, "-m", "pssh", "run", *hosts_arg(group), *conn(group, tmp_path),
                *sharding, "--progress", "never", "--", f"echo started; {sleeper}; echo never"]
-    text, interrupted = on_terminal(
-        command, dict(ENV, TERM="xterm"),
-        lambda screen: b"\x03" if screen.count(b"started") == len(group.hosts) else None)
+    text, interrupted = on_terminal(command, dict(ENV, TERM="xterm"), [
+        lambda screen: b"\x03" if screen.count(b"started") == len(group.hosts) else None,
+        lambda screen: b"\x03" if b"still running on" in screen else None])
     assert interrupted, text
+    # The first Ctrl-C says who is still running; the second stops them.
+    assert f"still running on {len(group.hosts)} host(s): 127.0.0.[" in text, text
     assert f"stopping the command on {len(group.hosts)} host(s) still running" in text, text
     assert all(host in text for host in group.hosts) and "never" not in text
     for _ in range(20):  # the remote processes are gone (the servers run on this machine)

@@ -12,5 +12,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     """The ``pssh`` command: parse ``argv`` (default: ``sys.argv[1:]``), then run it."""
     from pssh.cli import options
     args = options.parse(argv)
+    if args.subcommand == "hosts":
+        from pssh.cli.hosts import print_hosts
+        return print_hosts(args)
     from pssh.cli.run import run
     return run(args)

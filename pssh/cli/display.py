@@ -154,6 +154,19 @@ class Display:
         text.append(line, style="red" if stderr else None)
         self._print(text)
 
+    def text(self, line: str, style: Optional[str] = None) -> None:
+        """A line of output of our own (gathered views, diffs)."""
+        self._print(Text(line, style=style))
+
+    def ping(self, result: HostResult) -> None:
+        """``pssh ping``: one line per host as it answers."""
+        text = Text(f"[{result.host}] ", style=self._colour(result.host))
+        if result.ok:
+            text.append(f"ok {result.stdout[0] if result.stdout else ''}", style="green")
+        else:
+            text.append(result.error or "failed", style="red")
+        self._print(text)
+
     def block(self, result: HostResult, number: int) -> None:
         """A finished host's output, grouped (``-i``)."""
         style = "green" if result.ok else "red"

@@ -1,9 +1,16 @@
-"""Host lists for the command line: ``[user@]host[:port]``, ranges, host files."""
+"""Host lists for the command line: ``[user@]host[:port]``, ranges, host files, folding.
+
+Ranges expand as clush and pdsh write them: ``web[01-20]``, ``rack[1-2]-n[1-3]``;
+:func:`fold` writes a list of names back in that form (``web[01-05,07]``), on
+the last number of each name.
+"""
 from __future__ import annotations
 
+import fnmatch
 import re
+from collections import defaultdict
 from dataclasses import dataclass
-from typing import Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
 MAX_HOSTS = 100_000
@@ -80,10 +87,93 @@ def parse_host(token: str) -> List[HostSpec]:
 
 
 def parse_hosts(tokens: Iterable[str]) -> List[HostSpec]:
+    """Hosts of ``tokens``; ``^FILE`` reads a hosts file (as clush's ``-w ^file``)."""
     hosts: List[HostSpec] = []
     for token in tokens:
-        hosts.extend(parse_host(token))
+        if token.startswith("^"):
+            hosts.extend(read_hosts_file(token[1:]))
+        else:
+            hosts.extend(parse_host(token))
     return hosts
+
+
+def exclude(hosts: Sequence[HostSpec], patterns: Iterable[str]) -> List[HostSpec]:
+    """``hosts`` without those matching any pattern: a host set (``web[01-04]``) or a
+    shell glob (``db*``)."""
+    names, globs = set(), []
+    for pattern in patterns:
+        for token in pattern.replace(",", " ").split():
+            if any(c in token for c in "*?") and "[" not in token:
+                globs.append(token)
+            else:
+                names.update(spec.host for spec in parse_hosts([token]))
+    return [h for h in hosts if h.host not in names
+            and not any(fnmatch.fnmatchcase(h.host, g) for g in globs)]
+
+
+_NUMBER_OR_RANGE = re.compile(r"\[[^\]]*\]|\d+")
+
+
+def fold(names: Iterable[str]) -> str:
+    """Names folded into ranges: ``web[01-05,07],db1``, ``rack[1-2]-n[1-3]``.
+
+    Folds on the last number of each name, then again on the last number left
+    outside brackets, until nothing more folds. Each distinct name counts once;
+    zero-padded numbers keep their width (``01-10``); names without a number
+    stay as they are.
+    """
+    parts = list(dict.fromkeys(names))
+    while True:
+        folded = _fold_once(parts)
+        if folded == parts:
+            return ",".join(parts)
+        parts = folded
+
+
+def _fold_once(names: List[str]) -> List[str]:
+    groups: Dict[Tuple[str, str, int], List[Tuple[int, str]]] = defaultdict(list)
+    order: List[object] = []
+    for name in names:
+        numbers = [m for m in _NUMBER_OR_RANGE.finditer(name) if m.group().isdigit()]
+        if not numbers:
+            order.append(name)
+            continue
+        last = numbers[-1]
+        head, digits, tail = name[:last.start()], last.group(), name[last.end():]
+        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
+        key = (head, tail, width)
+        if not groups[key]:
+            order.append(key)
+        groups[key].append((int(digits), digits))
+    # An unpadded number as wide as a padded group (the 10 of 01-10) joins that group.
+    for key in [k for k in groups if k[2] == 0]:
+        for value, digits in list(groups[key]):
+            padded = (key[0], key[1], len(digits))
+            if padded in groups:
+                groups[padded].append((value, digits))
+                groups[key].remove((value, digits))
+    parts = []
+    for item in order:
+        if isinstance(item, str):
+            parts.append(item)
+        elif groups[item]:
+            head, tail, width = item
+            values = sorted({value for value, _ in groups[item]})
+            if len(values) == 1:
+                parts.append(f"{head}{str(values[0]).zfill(width)}{tail}")
+            else:
+                parts.append(f"{head}[{_ranges(values, width)}]{tail}")
+    return parts
+
+
+def _ranges(values: List[int], width: int) -> str:
+    spans, start = [], values[0]
+    for previous, value in zip(values, values[1:] + [None]):
+        if value != previous + 1 if value is not None else True:
+            spans.append(str(start).zfill(width) if start == previous
+                         else f"{str(start).zfill(width)}-{str(previous).zfill(width)}")
+            start = value
+    return ",".join(spans)
 
 
 def read_hosts_file(path: str) -> List[HostSpec]:
@@ -99,3 +189,21 @@ def read_hosts_file(path: str) -> List[HostSpec]:
     for line in text.splitlines():
         tokens.extend(line.split("#", 1)[0].split())
     return parse_hosts(tokens)
+
+
+def print_hosts(args) -> int:
+    """``pssh hosts``: the expansion of the expressions, less the exclusions."""
+    try:
+        hosts = exclude(parse_hosts(args.expressions), args.exclude)
+    except UsageError as err:
+        args.error(str(err))
+    names = [str(h) if h.user is None and h.port is None else
+             f"{h.user + '@' if h.user else ''}{h.host}{':%d' % h.port if h.port else ''}"
+             for h in hosts]
+    if args.count:
+        print(len(names))
+    elif args.fold:
+        print(fold(names))
+    else:
+        print("\n".join(names))
+    return 0

@@ -20,11 +20,20 @@ EXAMPLES = {
           pssh run -H "app1 app2" -J bastion.example -o out/ -e err/ -- 'journalctl -n 100'
           pssh run -h fleet.txt --processes auto -p 500 -- 'uptime'   # every core
           pssh run -h fleet.txt --scheduler tcp://dask.example:8786 -- 'uptime'
+          pssh run -H "web[01-40]" -x "web[13,27]" -b -- 'cat /etc/debian_version'
+          pssh run -H ^fleet.txt --diff -- 'sha256sum /etc/app.conf'
+          pssh run -h fleet.txt -f 20 --fail-fast --exit-status max -- ./deploy.sh
+          pssh run -h fleet.txt --output-dir runs/today -- 'journalctl -n 50'
         """,
     "copy": """
         examples:
           pssh copy -h hosts.txt app.conf /etc/app/app.conf
           pssh copy -H "web[1-4]" -r ./site /srv/www/site
+        """,
+    "ping": """
+        examples:
+          pssh ping -h hosts.txt                 # who is reachable, key and login problems
+          pssh ping -H "web[01-40]" -x web13 --json
         """,
     "fetch": """
         examples:
@@ -36,10 +45,16 @@ DESCRIPTIONS = {
     "run": "Run a command on every host at once; output is streamed with a [host] prefix.",
     "copy": "Copy a local file (or with -r a directory) to the same path on every host (SFTP).",
     "fetch": "Fetch a remote file (or with -r a directory) from every host into LOCALDIR/<host>/.",
+    "ping": "Connect and log in to every host, run nothing: time per host, and who cannot be "
+            "reached, has a host key problem, or refuses the login.",
+    "hosts": "Print the hosts a host expression stands for (ranges, ^files, exclusions), one "
+             "per line, or folded.",
 }
 EXIT_TEXT = """
 exit status: 0 every host succeeded; 1 some host failed (error or non-zero exit);
-2 usage error; 130 interrupted.
+2 usage error; 130 interrupted. --exit-status any: 0 if any host succeeded;
+--exit-status max: the highest remote exit status (255 for a host that failed to run).
+Ctrl-C once: who is still running; twice: stop their commands and end; three times: exit.
 """
 
 
@@ -74,13 +89,18 @@ def _common(parser: argparse.ArgumentParser) -> None:
                        " ranges like web[01-20].example; repeatable")
     hosts.add_argument("-h", "--hosts", dest="host_files", action="append", default=[],
                        metavar="FILE", help="file of hosts, one or more per line, # comments")
+    hosts.add_argument("-x", "--exclude", action="append", default=[], metavar="HOSTS",
+                       help="leave out these hosts: ranges (web[01-04]) or globs (db*); "
+                            "repeatable")
     hosts.add_argument("--embedded", type=int, metavar="N",
                        help="start N local OpenSSH hosts (127.0.0.1..N) and use them")
     conn = parser.add_argument_group("connection")
     conn.add_argument("-l", "--user", help="login name (default: ssh config, then you)")
     conn.add_argument("--port", type=int, help="port (default: ssh config, then 22)")
-    conn.add_argument("-p", "--parallel", type=int, default=100, metavar="N",
-                      help="hosts worked on at once (default 100)")
+    conn.add_argument("-p", "-f", "--parallel", "--fanout", type=int, default=100, metavar="N",
+                      dest="parallel", help="hosts worked on at once (default 100)")
+    conn.add_argument("--fail-fast", action="store_true",
+                      help="start no more hosts after the first failure (-k is the key file)")
     conn.add_argument("--processes", metavar="N|auto", type=_processes,
                       help="shard the hosts over N worker processes (auto: one per core); "
                            "for runs bound by one core's CPU (default: one process)")
@@ -115,6 +135,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--color", choices=("auto", "always", "never"), default="auto")
     out.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                      help="live progress bar and summary table (auto: when stderr is a terminal)")
+    out.add_argument("--exit-status", choices=("all", "any", "max"), default="all",
+                     help="all: 0 only if every host succeeded (default); any: 0 if one did; "
+                          "max: the highest remote exit status")
     out.add_argument("-v", "--verbose", action="count", default=0, help="log more (repeatable)")
 
 
@@ -122,9 +145,24 @@ def build() -> argparse.ArgumentParser:
     parser = Parser(prog="pssh", description="Run commands and move files on many hosts over "
                     "SSH at once.", epilog=EXIT_TEXT,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="subcommand", metavar="{run,copy,fetch}", parser_class=Parser)
+    sub = parser.add_subparsers(dest="subcommand", metavar="{run,copy,fetch,ping,hosts}",
+                                parser_class=Parser)
     sub.required = True
-    for name in ("run", "copy", "fetch"):
+    hosts = sub.add_parser("hosts", help=DESCRIPTIONS["hosts"],
+                           description=DESCRIPTIONS["hosts"], epilog=textwrap.dedent("""
+                               examples:
+                                 pssh hosts "web[01-20]" -x "web[05-07]"
+                                 pssh hosts --fold ^fleet.txt
+                                 pssh hosts --count "rack[1-4]-n[01-32]"
+                               """), formatter_class=argparse.RawDescriptionHelpFormatter)
+    hosts.add_argument("expressions", nargs="+", metavar="HOSTS",
+                       help="host expressions: [user@]host[:port] with ranges, or ^FILE")
+    hosts.add_argument("-x", "--exclude", action="append", default=[], metavar="HOSTS",
+                       help="leave out these hosts (ranges or globs); repeatable")
+    shown = hosts.add_mutually_exclusive_group()
+    shown.add_argument("--fold", action="store_true", help="print them folded into ranges")
+    shown.add_argument("--count", action="store_true", help="print how many there are")
+    for name in ("run", "copy", "fetch", "ping"):
         p = sub.add_parser(name, add_help=False, help=DESCRIPTIONS[name],
                            description=DESCRIPTIONS[name],
                            epilog=textwrap.dedent(EXAMPLES[name]) + EXIT_TEXT,
@@ -133,12 +171,21 @@ def build() -> argparse.ArgumentParser:
         if name == "run":
             p.add_argument("-i", "--inline", action="store_true",
                            help="print each host's output as one block when it ends")
+            p.add_argument("-b", "--gather", action="store_true",
+                           help="at the end, show identical outputs once under their hosts "
+                                "(folded: web[01-05]), as clush -b / dshbak -c")
+            p.add_argument("--diff", action="store_true",
+                           help="at the end, show each output that differs from the most "
+                                "common one as a unified diff")
             p.add_argument("-o", "--outdir", metavar="DIR", help="write stdout to DIR/<host>")
             p.add_argument("-e", "--errdir", metavar="DIR", help="write stderr to DIR/<host>")
+            p.add_argument("--output-dir", metavar="DIR",
+                           help="write DIR/<host>.stdout and .stderr as lines come, and "
+                                "DIR/<host>.status when the host ends")
             p.add_argument("--sudo", action="store_true", help="run the command with sudo")
             p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                            help="the command line to run (after --)")
-        else:
+        elif name != "ping":
             p.add_argument("-r", "--recursive", action="store_true", help="copy directories")
             if name == "copy":
                 p.add_argument("local", metavar="LOCAL")
@@ -162,7 +209,14 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
 
 
 def _check(args: argparse.Namespace) -> None:
+    if args.subcommand == "hosts":
+        return
     if args.subcommand == "run":
+        shown = [flag for flag, on in (("--json", args.json), ("-i", args.inline),
+                                       ("-b", args.gather), ("--diff", args.diff)) if on]
+        if len(shown) > 1:
+            raise UsageError(f"{' and '.join(shown)} are different ways to show output: "
+                             f"pick one")
         command = args.command[1:] if args.command[:1] == ["--"] else args.command
         if not command:
             raise UsageError("no command given: put it after --, as in: pssh run -H host -- uptime")

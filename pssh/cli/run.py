@@ -22,7 +22,8 @@ import gevent
 from pssh import exceptions as exc
 from pssh.cli import options
 from pssh.cli.display import Display, HostResult
-from pssh.cli.hosts import HostSpec, UsageError, parse_hosts, read_hosts_file
+from pssh.cli.hosts import (HostSpec, UsageError, exclude, fold, parse_hosts,
+                            read_hosts_file)
 from pssh.clients import ParallelSSHClient
 from pssh.config import HostConfig
 from pssh.options import ConnectOptions
@@ -75,6 +76,10 @@ def _hosts(args) -> Iterator[Tuple[List[HostSpec], ConnectOptions, object]]:
     hosts = parse_hosts(specs)
     for path in args.host_files:
         hosts.extend(read_hosts_file(path))
+    if hosts and args.exclude:
+        hosts = exclude(hosts, args.exclude)
+        if not hosts:
+            raise UsageError("no host is left once -x has excluded its hosts")
     if not hosts:
         raise UsageError("the host list is empty")
     yield hosts, ConnectOptions(), None
@@ -113,6 +118,8 @@ def _ssh_config(args, embedded_config):
 
 
 def _check_paths(args) -> None:
+    if getattr(args, "output_dir", None):
+        os.makedirs(args.output_dir, exist_ok=True)
     if args.subcommand == "copy":
         if not os.path.exists(args.local):
             raise UsageError(f"local file {args.local} not found")
@@ -151,7 +158,8 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
     results: List[Optional[HostResult]] = [None] * len(hosts)
     running: Dict[int, HostOutput] = {}  # commands started and not yet finished, by host
     work = {"run": functools.partial(_run_host, running=running), "copy": _copy_host,
-            "fetch": _fetch_host}[args.subcommand]
+            "fetch": _fetch_host, "ping": _ping_host}[args.subcommand]
+    failed = []  # with --fail-fast, hosts not yet started are skipped once this is not empty
 
     def task(index: int) -> None:
         result = HostResult(hosts[index].host)
@@ -161,42 +169,102 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
             f"did not finish within {args.timeout} s", hosts[index].host)) \
             if args.timeout else contextlib.nullcontext()
         try:
+            if failed and args.fail_fast:
+                raise exc.PSSHError(f"not started: {failed[0]} failed first (--fail-fast)")
             with timeout:
                 work(args, client, index, result, display)
+        except gevent.GreenletExit:
+            result.error = "interrupted"
+            raise
         except (exc.PSSHError, OSError, ValueError) as err:
             result.error = err.reason if isinstance(err, exc.PSSHError) else str(err)
             unfinished = running.pop(index, None)
             if unfinished is not None:  # e.g. -t ran out: stop what it started
                 client.cancel([unfinished], timeout=5)
             client.disconnect_host(index)  # its session may be half-way through a call
-        result.duration = time.monotonic() - started
+        finally:
+            result.duration = time.monotonic() - started
+            write_status(args, result)
         results[index] = result
         display.host_finished(result)
-        if args.json:
-            display.json(result)
-        elif getattr(args, "inline", False):
-            display.block(result, display.done)
+        if not result.ok:
+            failed.append(result.host)
+        show_result(args, display, result)
 
     tasks = [client.pool.spawn(task, i) for i in range(len(hosts))]
-    interrupted = _Interrupt(lambda: _stop(client, hosts, running, tasks))
+    interrupted = _Interrupt(lambda: _status(hosts, running, display),
+                             lambda: _stop(client, hosts, running, tasks))
     try:
         with display, interrupted:
             gevent.joinall(tasks)
     finally:
         gevent.killall(tasks, block=False)
         client.close()
-    if interrupted.count:
+    if interrupted.count > 1:
         raise KeyboardInterrupt
-    display.summary(results)
-    return options.EXIT_OK if all(r.ok for r in results) else options.EXIT_HOSTS_FAILED
+    return finish(args, display, results)
+
+
+def show_result(args, display: Display, result: HostResult) -> None:
+    """A finished host, as the output options ask (streamed lines were shown already)."""
+    if args.json:
+        display.json(result)
+    elif getattr(args, "inline", False):
+        display.block(result, display.done)
+    elif args.subcommand == "ping":
+        display.ping(result)
+
+
+def write_status(args, result: HostResult) -> None:
+    """``--output-dir``: the host's ``.status`` file, once it has ended."""
+    directory = getattr(args, "output_dir", None)
+    if directory:
+        text = (f"error: {result.error}" if result.error is not None
+                else f"exit {result.exit_code}")
+        with open(os.path.join(directory, result.host + ".status"), "w",
+                  encoding="utf-8") as fh:
+            fh.write(f"{text}\n")
+
+
+def finish(args, display: Display, results: List[Optional[HostResult]]) -> int:
+    """Gathered or diff views, the summary, and the exit status the policy asks for."""
+    done = [r for r in results if r is not None]
+    if getattr(args, "gather", False):
+        from pssh.cli.gather import show_gathered
+        show_gathered(display, done)
+    elif getattr(args, "diff", False):
+        from pssh.cli.gather import show_diff
+        show_diff(display, done)
+    display.summary(done)
+    if args.subcommand == "ping":
+        counts: Dict[str, int] = {}
+        for result in done:
+            kind = "reachable" if result.ok else (result.error or "failed").split(":")[0]
+            counts[kind] = counts.get(kind, 0) + 1
+        display.message("pssh ping: " + ", ".join(f"{n} {kind}" for kind, n in
+                                                  sorted(counts.items(), key=lambda i: -i[1])))
+    return exit_status(args.exit_status, results)
+
+
+def exit_status(policy: str, results: List[Optional[HostResult]]) -> int:
+    """``all``: 0 only if every host succeeded; ``any``: 0 if one did; ``max``: the highest
+    remote exit status (255, as ssh's own, for a host that could not run the command)."""
+    if policy == "max":
+        return max((255 if r is None or r.error is not None or r.exit_code is None
+                    else r.exit_code for r in results), default=0)
+    succeeded = [r is not None and r.ok for r in results]
+    if all(succeeded) if policy == "all" else any(succeeded):
+        return options.EXIT_OK
+    return options.EXIT_HOSTS_FAILED
 
 
 class _Interrupt:
     """Ctrl-C while hosts run, taken by the event loop (never mid-call in some greenlet):
-    the first runs ``on_first`` in a greenlet of its own, the second exits at once."""
+    the first runs ``on_first`` (say who is still running), the second ``on_second`` (stop
+    them), each in a greenlet of its own; the third exits at once."""
 
-    def __init__(self, on_first) -> None:
-        self.on_first = on_first
+    def __init__(self, on_first, on_second) -> None:
+        self.actions = [on_first, on_second]
         self.count = 0
         self._handler = None
 
@@ -209,21 +277,26 @@ class _Interrupt:
 
     def _interrupted(self) -> None:
         self.count += 1
-        if self.count == 1:
-            gevent.spawn(self.on_first)
+        if self.count <= len(self.actions):
+            gevent.spawn(self.actions[self.count - 1])
         else:  # the main greenlet stops waiting: exit now
             gevent.get_hub().parent.throw(KeyboardInterrupt)
 
 
+def _status(hosts: List[HostSpec], running: Dict[int, HostOutput], display: Display) -> None:
+    """First Ctrl-C: who is still running (the run goes on)."""
+    names = [hosts[i].host for i in sorted(running)]
+    display.message(f"pssh: still running on {len(names)} host(s): "
+                    f"{fold(names) or 'none'} (Ctrl-C again to stop them)")
+
+
 def _stop(client: ParallelSSHClient, hosts: List[HostSpec], running: Dict[int, HostOutput],
           tasks: List[gevent.Greenlet]) -> None:
-    """First Ctrl-C: say who is still running, stop their commands, end the run."""
+    """Second Ctrl-C: stop the commands still running, end the run."""
     names = [hosts[i].host for i in sorted(running)]
     if names:
-        shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more"
-                                         if len(names) > 20 else "")
         sys.stderr.write(f"pssh: interrupted: stopping the command on {len(names)} host(s) "
-                         f"still running: {shown} (Ctrl-C again to exit at once)\n")
+                         f"still running: {fold(names)} (Ctrl-C again to exit at once)\n")
         client.cancel(list(running.values()), timeout=10)
     gevent.killall(tasks, block=False)
 
@@ -232,15 +305,19 @@ def _run_host(args, client: ParallelSSHClient, index: int, result: HostResult,
               display: Display, running: Dict[int, HostOutput]) -> None:
     output = client.run_host_command(index, args.command, sudo=args.sudo, cancellable=True)
     running[index] = output
-    collect = args.json or args.inline
-    files = [open(os.path.join(d, result.host), "w", encoding="utf-8") if d else None
-             for d in (args.outdir, args.errdir)]
+    collect = args.json or args.inline or args.gather or args.diff
+    paths = [os.path.join(d, result.host) if d else None for d in (args.outdir, args.errdir)]
+    if args.output_dir:
+        paths = [os.path.join(args.output_dir, f"{result.host}.{name}")
+                 for name in ("stdout", "stderr")]
+    files = [open(path, "w", encoding="utf-8") if path else None for path in paths]
 
     def pump(lines, stderr: bool) -> None:
         sink, stream = files[stderr], (result.stderr if stderr else result.stdout)
         for line in lines:
             if sink is not None:
                 sink.write(line + "\n")
+                sink.flush()  # written as it comes: nothing lost if the run is stopped
             elif collect:
                 stream.append(line)
             else:
@@ -259,6 +336,28 @@ def _run_host(args, client: ParallelSSHClient, index: int, result: HostResult,
     if result.exit_code is None:
         signal = output.exit_signal
         result.error = f"killed by signal {signal}" if signal else "no exit status"
+
+
+def _ping_host(args, client: ParallelSSHClient, index: int, result: HostResult,
+               display: Display) -> None:
+    """Connect and log in only; a failure says which kind it is."""
+    started = time.monotonic()
+    try:
+        client.connect_host(index)
+    except exc.PSSHError as err:
+        raise exc.PSSHError(f"{_ping_problem(err)}: {err.reason}") from err
+    result.exit_code = 0
+    result.stdout = [f"{1000 * (time.monotonic() - started):.1f} ms"]
+
+
+def _ping_problem(err: BaseException) -> str:
+    if isinstance(err, (exc.AuthenticationError, exc.PKeyFileError)):
+        return "login refused"
+    if isinstance(err, exc.HostKeyError):
+        return "host key problem"
+    if isinstance(err, (exc.ConnectionError, exc.UnknownHostError, exc.Timeout)):
+        return "unreachable"
+    return "failed"
 
 
 def _byte_counter(result: HostResult, display: Display):

@@ -496,6 +496,10 @@ class BaseParallelSSHClient:
 
     # -- one host (ours: work per host, as the command line does it) ------------------------
 
+    def connect_host(self, host_i: int) -> None:
+        """Connect and log in to ``hosts[host_i]`` now (a failure is raised)."""
+        self._get_ssh_client(host_i, self.hosts[host_i])
+
     def run_host_command(self, host_i: int, command: str, **kwargs) -> HostOutput:
         """Start ``command`` on ``hosts[host_i]`` alone (``run_command``'s per-host keywords:
         ``sudo``, ``user``, ``use_pty``, ``shell``, ``encoding``, ``read_timeout``,

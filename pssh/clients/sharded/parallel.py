@@ -327,6 +327,9 @@ class ShardedParallelSSHClient(ParallelSSHClient):
         self.workers
         return [self.pool.spawn(self._connect, i, host) for i, host in enumerate(self.hosts)]
 
+    def connect_host(self, host_i: int) -> None:
+        self._connect(host_i, self.hosts[host_i])
+
     def _get_ssh_client(self, host_i: int, host: str):
         raise exc.PSSHError("%s: with processes=N each host's client lives in a worker "
                             "process; use the parallel client's methods", host, host=host)
