@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 packages=(build-essential dpkg-dev pkg-config libssl-dev zlib1g-dev
           openssh-server openssh-client python3-venv python3-dev
           influxdb victoria-metrics
-          iproute2 iptables libnetfilter-queue-dev)  # the delayed-loopback benchmark
+          iproute2 iptables libnetfilter-queue-dev  # the delayed-loopback benchmark
+          chromium chromium-driver)                 # the docs site checked in a browser
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -26,7 +27,7 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 .venv/bin/pip install -q --upgrade pip
-echo "[setup] building and installing (pip install .[test,bench])"
-.venv/bin/pip install -q ".[test,bench]"
+echo "[setup] building and installing (pip install .[test,bench,docs])"
+.venv/bin/pip install -q ".[test,bench,docs]"
 # From / so that the installed package, not the source tree, is imported.
 (cd / && "$OLDPWD/.venv/bin/python" -c "import ssh2.utils; print('[setup] ssh2 with libssh2', ssh2.utils.version())")

@@ -253,7 +253,9 @@ def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
         raise UnknownHostKeyError.at(
             host, port, f"host is not in {path} (policy 'strict'); its key is {fingerprint(key)}")
     line = f"{name} {key_type} {base64.b64encode(key).decode()}\n"
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+    directory = os.path.dirname(path)
+    if directory:  # a bare file name is in the current directory
+        os.makedirs(directory, mode=0o700, exist_ok=True)
     # One write() call in one greenlet: concurrent hosts never interleave lines.
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)

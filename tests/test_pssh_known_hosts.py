@@ -83,3 +83,14 @@ def test_a_known_key_of_another_type_is_not_a_mismatch(server, tmp_path):
     connect(server, path, policy="accept-new").close()
     assert path.read_text().splitlines()[-1] == f"{name(server)} {key_of(server)}"
     connect(server, path).close()
+
+
+def test_a_known_hosts_file_in_the_current_directory(tmp_path, monkeypatch):
+    # A bare file name: nothing to create but the file (os.makedirs("") would fail).
+    from pssh.sshd import OpenSSHServer
+    monkeypatch.chdir(tmp_path)
+    with OpenSSHServer("127.0.0.97") as server:
+        client = SSHClient(server.address, port=server.port, pkey=server.keys.private(),
+                           known_hosts="known_hosts", ssh_config=False, allow_agent=False)
+        client.close()
+    assert server.address in (tmp_path / "known_hosts").read_text()
