@@ -2,7 +2,6 @@
 against real sshd hosts, and its pages render in a real headless browser (Debian's chromium)."""
 import functools
 import http.server
-import os
 import re
 import shutil
 import subprocess
