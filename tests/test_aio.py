@@ -15,6 +15,7 @@ import uvloop
 from pssh import aio
 from pssh import exceptions as exc
 from pssh.sshd import PASSPHRASE, ClientKeys
+from processes import alive
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])
@@ -512,14 +513,6 @@ def test_encrypted_key_errors_say_what_is_wrong(server, login, run_loop):
     assert run_loop(attempt(passphrase=PASSPHRASE)) == "in\n"
 
 
-def _running(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def test_cancellable_commands_are_stopped_on_the_server(server, login, run_loop, tmp_path):
     pidfile = tmp_path / "pid"
 
@@ -537,7 +530,7 @@ def test_cancellable_commands_are_stopped_on_the_server(server, login, run_loop,
     # The cancelled run's background child was signalled before the connection closed.
     pid = int(pidfile.read_text())
     for _ in range(50):
-        if not _running(pid):
+        if not alive(pid):
             break
         threading.Event().wait(0.1)
-    assert not _running(pid), f"sleep {pid} outlived its cancelled run"
+    assert not alive(pid), f"sleep {pid} outlived its cancelled run"

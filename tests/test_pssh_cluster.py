@@ -12,6 +12,7 @@ from distributed import Client, LocalCluster
 from pssh import exceptions as exc
 from pssh.clients.cluster import plan_shards, run_on_cluster
 from pssh.sshd import ServerGroup, free_port
+from processes import processes_with
 
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
@@ -60,21 +61,6 @@ def start_worker(scheduler):
 def options(group, tmp_path):
     return dict(port=group.port, pkey=group.keys.private(), allow_agent=False,
                 identity_auth=False, known_hosts=str(tmp_path / "known_hosts"), timeout=10)
-
-
-def remote_processes(word: str):
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-            with open(f"/proc/{pid}/stat") as fh:
-                zombie = fh.read().rsplit(")", 1)[1].split()[0] == "Z"
-        except OSError:
-            continue
-        if word.encode() in cmdline and not zombie:
-            found.append(int(pid))
-    return found
 
 
 def test_plan_shards_by_label_then_size():
@@ -130,9 +116,9 @@ def test_a_lost_worker_fails_its_hosts_or_reruns_them(group, tmp_path, scheduler
                         labels=labels, shard_size=2, idempotent=idempotent,
                         **options(group, tmp_path)) as run:
         deadline = time.monotonic() + 30
-        while len(remote_processes(marker)) < 4 and time.monotonic() < deadline:
+        while len(processes_with(marker)) < 4 and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert len(remote_processes(marker)) == 4  # both shards are running
+        assert len(processes_with(marker)) == 4  # both shards are running
         victim.send_signal(signal.SIGKILL)
         results = list(run)
     assert sorted(r.index for r in results) == [0, 1, 2, 3]  # each host once
@@ -158,14 +144,14 @@ def test_stop_stops_the_remote_commands(group, tmp_path, scheduler, start_worker
     run = run_on_cluster(scheduler, group.hosts, f"{marker}; echo never", shard_size=4,
                          **options(group, tmp_path))
     deadline = time.monotonic() + 30
-    while len(remote_processes(marker)) < 4 and time.monotonic() < deadline:
+    while len(processes_with(marker)) < 4 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(remote_processes(marker)) == 4
+    assert len(processes_with(marker)) == 4
     run.stop()  # returns once the tasks have stopped their commands
     deadline = time.monotonic() + 5
-    while remote_processes(marker) and time.monotonic() < deadline:
+    while processes_with(marker) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert remote_processes(marker) == []
+    assert processes_with(marker) == []
     results = list(run)
     assert len(results) == 4 and all(r.stdout == "" and r.exit_code != 0 for r in results)
 

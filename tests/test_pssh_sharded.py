@@ -15,6 +15,7 @@ from pssh.clients import ParallelSSHClient
 from pssh.clients.sharded import ShardedParallelSSHClient
 from pssh.clients.sharded.parallel import worker_count
 from pssh.sshd import ServerGroup, free_port
+from processes import alive, processes_with
 
 
 @pytest.fixture(scope="module")
@@ -32,27 +33,6 @@ def sharded(group, tmp_path, hosts=None, processes=2, **kwargs):
 
 def worker_pids(client):
     return [w.pid for w in client.workers]
-
-
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
-def remote_processes(word: str):
-    """Processes on this machine (the servers are here) whose command line holds ``word``."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if word.encode() in fh.read() and alive(int(pid)):
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
 
 
 def test_outputs_in_host_order_with_exit_codes_stdin_and_a_failed_host(group, tmp_path):
@@ -181,15 +161,15 @@ def test_ctrl_c_stops_the_workers_and_the_remote_commands(group, tmp_path):
                             start_new_session=True, env=dict(os.environ, PYTHONPATH=":".join(
                                 p for p in sys.path if p)))
     pids = [int(p) for p in proc.stdout.readline().split()]
-    assert len(pids) == 2 and len(remote_processes("4321")) == 4
+    assert len(pids) == 2 and len(processes_with("4321")) == 4
     os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
     _, stderr = proc.communicate(timeout=30)
     assert "KeyboardInterrupt" in stderr
     deadline = time.monotonic() + 10
-    while (remote_processes("4321") or any(alive(p) for p in pids)) \
+    while (processes_with("4321") or any(alive(p) for p in pids)) \
             and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert remote_processes("4321") == [] and not any(alive(p) for p in pids)
+    assert processes_with("4321") == [] and not any(alive(p) for p in pids)
 
 
 def test_worker_count_and_plain_client_for_one_process(group, tmp_path):

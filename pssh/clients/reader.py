@@ -39,7 +39,7 @@ class ConcurrentRWBuffer:
 
     __slots__ = ("_chunks", "eof", "_unread_data", "_source", "_stream")
 
-    def __init__(self, source: Optional["ChannelReader"] = None, stream: int = 0) -> None:
+    def __init__(self, source: Optional["CommandStreams"] = None, stream: int = 0) -> None:
         self._chunks: deque = deque()
         self._unread_data = Event()
         self.eof = Event()
@@ -114,18 +114,31 @@ def split_lines(chunks) -> Iterator[bytes]:
         yield piece[:-1] if piece.endswith(b"\r") else piece
 
 
-class ChannelReader:
-    """Owns a running command's channel: its two stream buffers, EOF and exit status."""
+class CommandStreams:
+    """A command's two output buffers, which ask this object for more when empty
+    (:meth:`fill`), and how the command ended."""
 
-    def __init__(self, driver: SessionDriver, channel) -> None:
-        self.driver = driver
-        self.channel = channel
+    def __init__(self) -> None:
         self.stdout = ConcurrentRWBuffer(self, 0)
         self.stderr = ConcurrentRWBuffer(self, 1)
         self._buffers = (self.stdout, self.stderr)
         self.exit_code: Optional[int] = None
         self.exit_signal: Optional[str] = None
         self.closed = False
+
+    def fill(self, stream: int, deadline: Optional[float]) -> None:
+        """Wait until ``stream`` has data or has ended (:class:`~pssh.exceptions.Timeout`
+        once ``deadline`` has passed)."""
+        raise NotImplementedError
+
+
+class ChannelReader(CommandStreams):
+    """Owns a running command's channel: its two stream buffers, EOF and exit status."""
+
+    def __init__(self, driver: SessionDriver, channel) -> None:
+        super().__init__()
+        self.driver = driver
+        self.channel = channel
         #: The environment marker of a cancellable command (see pssh.cancel).
         self.marker: Optional[str] = None
         #: Close the channel as soon as both streams end. A relay, which may

@@ -123,31 +123,37 @@ class WorkerProcess:
             self._progress.pop(request_id, None)
 
     def _read(self) -> None:
-        while True:
-            message = self.pipe.receive()
-            if message is None:
-                break
-            kind, key, *rest = message
-            if kind == "data":
-                self.commands[key].on_data(*rest)
-            elif kind == "eof":
-                self.commands[key].on_eof(*rest)
-            elif kind == "progress":
-                report = self._progress.get(key)
-                if report is not None:
-                    report(*rest)
-            elif kind == "exit":
-                self.commands.pop(key).on_exit(*rest)
-            elif kind == "lost":
-                self.commands.pop(key).on_lost(*rest)
-            else:
-                waiting = self._waiting.get(key)
-                if waiting is not None:
-                    if kind == "done":
-                        waiting[0].set(rest[0])
-                    else:
-                        waiting[0].set_exception(rest[0])
-        self._gone("closed" if self._closing else _how_it_ended(self.popen))
+        """Hand each message to what waits for it, until the worker is gone. Nothing here
+        may end this loop early: every wait on the worker depends on it."""
+        try:
+            while (message := self.pipe.receive()) is not None:
+                try:
+                    self._dispatch(*message)
+                except Exception:  # a bug here must not leave every host waiting forever
+                    log.exception("worker process %s: bad message %.200r", self.number,
+                                  message)
+            why = "closed" if self._closing else _how_it_ended(self.popen)
+        except Exception as err:
+            why = f"could not be read from ({err})"
+        self._gone(why)
+
+    def _dispatch(self, kind: str, key: int, *rest) -> None:
+        if kind in ("data", "eof", "exit", "lost"):
+            command = self.commands.pop(key) if kind in ("exit", "lost") \
+                else self.commands.get(key)
+            if command is not None:
+                getattr(command, "on_" + kind)(*rest)
+        elif kind == "progress":
+            report = self._progress.get(key)
+            if report is not None:
+                report(*rest)
+        else:
+            waiting = self._waiting.get(key)
+            if waiting is not None:
+                if kind == "done":
+                    waiting[0].set(rest[0])
+                else:
+                    waiting[0].set_exception(rest[0])
 
     def _gone(self, why: str) -> None:
         """The worker is gone: everything still waiting on it fails, naming its host."""

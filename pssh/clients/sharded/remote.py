@@ -18,7 +18,7 @@ from gevent.event import Event
 
 from pssh import exceptions as exc
 from pssh.clients.base.single import BaseSSHClient
-from pssh.clients.reader import ConcurrentRWBuffer
+from pssh.clients.reader import CommandStreams
 from pssh.deadlines import deadline_after, remaining
 from pssh.output import HostOutput
 
@@ -31,19 +31,14 @@ log = logging.getLogger("pssh.sharded")
 WINDOW = 1024 * 1024
 
 
-class RemoteCommand:
+class RemoteCommand(CommandStreams):
     """One host's command in a worker: output buffers, exit status, failure."""
 
     def __init__(self, worker: "WorkerProcess", command_id: int, host: str) -> None:
+        super().__init__()
         self.worker = worker
         self.command_id = command_id
         self.host = host
-        self.stdout = ConcurrentRWBuffer(self, 0)
-        self.stderr = ConcurrentRWBuffer(self, 1)
-        self._buffers = (self.stdout, self.stderr)
-        self.exit_code: Optional[int] = None
-        self.exit_signal: Optional[str] = None
-        self.closed = False
         #: Why the output stopped short (the worker died, the connection was lost).
         self.error: Optional[BaseException] = None
         self._granted = [0, 0]

@@ -25,6 +25,8 @@ from typing import Dict, List, Optional, Tuple
 
 import gevent
 from gevent.event import Event
+from gevent.lock import BoundedSemaphore
+from gevent.queue import Queue
 
 from pssh.clients.native.parallel import ParallelSSHClient
 from pssh.clients.sharded.frames import FramedPipe, portable
@@ -69,7 +71,26 @@ class Pump:
         self.unlimited = False
         self.discard = False
         self._more = Event()  # credit granted, or told to drain
+        self._stdin: Queue = Queue()
+        self._feeder: Optional[gevent.Greenlet] = None
         self.greenlet = gevent.spawn(self._run)
+
+    def stdin(self, operation: str, data: Optional[bytes]) -> None:
+        """``write``/``flush``/``close`` the command's input, in the order asked (one
+        greenlet feeds them: a write that has to wait must not be overtaken)."""
+        self._stdin.put((operation, data))
+        if self._feeder is None:
+            self._feeder = gevent.spawn(self._feed)
+
+    def _feed(self) -> None:
+        stdin = self.output.stdin
+        while True:
+            operation, data = self._stdin.get()
+            try:
+                getattr(stdin, operation)(*(() if data is None else (data,)))
+            except Exception as err:
+                log.warning("%s: %s of standard input failed: %s", self.output.host,
+                            operation, err)
 
     def grant(self, stream: int, size: int) -> None:
         self.credit[stream] += size
@@ -129,6 +150,10 @@ class Pump:
         except Exception as err:
             log.debug("%s: output lost: %s", self.output.host, err)
             send(("lost", self.command_id, portable(err)))
+        finally:
+            self.worker.pumps.pop(self.command_id, None)
+            if self._feeder is not None:
+                self._feeder.kill(block=False)
 
 
 class Worker:
@@ -155,12 +180,18 @@ class Worker:
                             format=f"%(levelname)s pssh worker {os.getpid()}: %(message)s")
         self.local = {index: (i, host) for i, (index, host) in enumerate(hosts)}
         self.client = ShardClient([host for _, host in hosts], options, ssh_config, pool_size)
+        self.slots = BoundedSemaphore(pool_size)
 
     def on_call(self, call_id: int, host_index: int, method: str, args: tuple,
                 kwargs: dict) -> None:
-        self.client.pool.spawn(self._call, call_id, host_index, method, args, kwargs)
+        # Spawned at once: this loop must never wait (credits and stdin go through it).
+        gevent.spawn(self._call, call_id, host_index, method, args, kwargs)
 
     def _call(self, call_id, host_index, method, args, kwargs) -> None:
+        with self.slots:  # pool_size calls at a time, as the client's pool would allow
+            self._call_now(call_id, host_index, method, args, kwargs)
+
+    def _call_now(self, call_id, host_index, method, args, kwargs) -> None:
         i, host = self.local[host_index]
         if kwargs.get("callback") is True:  # the parent's callback, by message
             kwargs["callback"] = lambda *values: self.pipe.send(("progress", call_id) + values)
@@ -174,20 +205,30 @@ class Worker:
             result = result.fully_qualified_command
         self.pipe.send(("done", call_id, result))
 
+    # Messages about a command that has ended meanwhile (its pump is gone) have nothing left
+    # to act on.
     def on_credit(self, command_id: int, stream: int, size: int) -> None:
-        self.pumps[command_id].grant(stream, size)
+        pump = self.pumps.get(command_id)
+        if pump is not None:
+            pump.grant(stream, size)
 
     def on_drain(self, command_id: int, discard: bool) -> None:
-        self.pumps[command_id].drain(discard)
+        pump = self.pumps.get(command_id)
+        if pump is not None:
+            pump.drain(discard)
 
     def on_stdin(self, command_id: int, operation: str, data: Optional[bytes]) -> None:
-        stdin = self.pumps[command_id].output.stdin
-        gevent.spawn(_log_failure, getattr(stdin, operation), *(() if data is None else (data,)))
+        pump = self.pumps.get(command_id)
+        if pump is not None:
+            pump.stdin(operation, data)
 
     def on_cancel(self, call_id: int, command_id: int, signal_name: str,
                   timeout: Optional[float]) -> None:
-        output = self.pumps[command_id].output
-        self.client.pool.spawn(self._cancel, call_id, output, signal_name, timeout)
+        pump = self.pumps.get(command_id)
+        if pump is None:  # it ended meanwhile
+            self.pipe.send(("done", call_id, False))
+            return
+        gevent.spawn(self._cancel, call_id, pump.output, signal_name, timeout)
 
     def _cancel(self, call_id, output, signal_name, timeout) -> None:
         try:
@@ -205,13 +246,6 @@ class Worker:
             self.client.cancel(running, timeout=STOP_TIMEOUT)
         if self.client is not None:
             self.client.close()
-
-
-def _log_failure(func, *args) -> None:
-    try:
-        func(*args)
-    except Exception as err:
-        log.warning("%s failed: %s", getattr(func, "__name__", func), err)
 
 
 def main() -> None:
