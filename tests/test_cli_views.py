@@ -2,6 +2,7 @@
 exit policies, per-host files, two-stage Ctrl-C. Real sshd hosts, piped and on a terminal."""
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ from pssh.sshd import ServerGroup
 from test_cli import ENV, on_terminal, pssh
 
 REFUSED = "127.0.0.109"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +186,21 @@ def test_output_dir_keeps_what_came_before_ctrl_c(group, tmp_path):
         assert (out / f"{host}.stdout").read_text() == "before\n"
         assert (out / f"{host}.status").read_text() != "exit 0\n"  # it did not finish
     assert subprocess.run(["pgrep", "-f", sleeper], capture_output=True).stdout == b""
+
+
+def test_ping_and_diff_on_a_terminal(group, tmp_path):
+    env = dict(ENV, TERM="xterm")
+    text, _ = on_terminal([sys.executable, "-m", "pssh", "ping", *hosts_arg(group),
+                           *conn(group, tmp_path)], env, lambda screen: None, timeout=15)
+    assert "\x1b[32mok " in text  # coloured on a terminal
+    text = ANSI.sub("", text)
+    for host in group.hosts:
+        assert f"[{host}] ok " in text
+    assert "pssh ping: 4 reachable" in text
+    odd = group.hosts[0]
+    text, _ = on_terminal([sys.executable, "-m", "pssh", "run", "--diff", *hosts_arg(group),
+                           *conn(group, tmp_path), "--",  # (no quotes: script -c re-parses)
+                           f"echo $SSH_CONNECTION | grep -qF {odd} && echo B || echo b"],
+                          env, lambda screen: None, timeout=15)
+    text = ANSI.sub("", text)
+    assert f"{odd} (1) differs" in text and "+B" in text and "-b" in text
