@@ -199,8 +199,8 @@ def test_ping_and_diff_on_a_terminal(group, tmp_path):
     assert "pssh ping: 4 reachable" in text
     odd = group.hosts[0]
     text, _ = on_terminal([sys.executable, "-m", "pssh", "run", "--diff", *hosts_arg(group),
-                           *conn(group, tmp_path), "--",  # (no quotes: script -c re-parses)
-                           f"echo $SSH_CONNECTION | grep -qF {odd} && echo B || echo b"],
+                           *conn(group, tmp_path), "--",  # (no $: script -c's shell expands)
+                           f"printenv SSH_CONNECTION | grep -qF {odd} && echo B || echo b"],
                           env, lambda screen: None, timeout=15)
     text = ANSI.sub("", text)
     assert f"{odd} (1) differs" in text and "+B" in text and "-b" in text
