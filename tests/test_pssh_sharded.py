@@ -52,6 +52,10 @@ def test_outputs_in_host_order_with_exit_codes_stdin_and_a_failed_host(group, tm
         assert list(host_output.stdout)[0].split()[2] == host_output.host
         assert list(host_output.stderr) == [str(i)]
         assert host_output.exit_code == i and host_output.exception is None
+    # As in one process: the exit status is there once stdout has ended, stderr unread.
+    output2 = client.run_command("echo out; seq 1 100000 >&2; exit 7", stop_on_errors=False)
+    assert list(output2[0].stdout) == ["out"] and output2[0].exit_code == 7
+    assert len(list(output2[0].stderr)) == 100000
     failed = output[-1]
     assert isinstance(failed.exception, exc.ConnectionRefused)
     assert refused[0] in str(failed.exception) and failed.exit_code is None

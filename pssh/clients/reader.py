@@ -197,6 +197,11 @@ class ChannelReader(CommandStreams):
         if self.at_eof and self.auto_finish:
             self.finish()
 
+    def read_some(self, stream: int) -> bool:
+        """Move what libssh2 holds for ``stream`` into its buffer without waiting; True if
+        anything came."""
+        return self._read_some(stream)
+
     def read_or_wait(self, timeout: Optional[float] = None) -> None:
         """Read what has come for either stream; if nothing had, wait once on the socket
         (or until :meth:`SessionDriver.wake`)."""

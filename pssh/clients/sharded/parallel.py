@@ -138,7 +138,7 @@ class WorkerProcess:
         self._gone(why)
 
     def _dispatch(self, kind: str, key: int, *rest) -> None:
-        if kind in ("data", "eof", "exit", "lost"):
+        if kind in ("data", "eof", "status", "exit", "lost"):
             command = self.commands.pop(key) if kind in ("exit", "lost") \
                 else self.commands.get(key)
             if command is not None:

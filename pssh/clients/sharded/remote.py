@@ -61,6 +61,10 @@ class RemoteCommand(CommandStreams):
         self._buffers[stream].eof.set()
         self._changed.set()
 
+    def on_status(self, exit_code: Optional[int], exit_signal: Optional[str]) -> None:
+        """The exit status, known once the output has ended (some may still be on its way)."""
+        self.exit_code, self.exit_signal = exit_code, exit_signal
+
     def on_exit(self, exit_code: Optional[int], exit_signal: Optional[str]) -> None:
         self.exit_code, self.exit_signal = exit_code, exit_signal
         self.closed = True

@@ -112,6 +112,7 @@ class Pump:
         buffers = (reader.stdout, reader.stderr)
         held = [memoryview(b""), memoryview(b"")]  # read, not yet sent
         ended = [False, False]  # the stream's end was told to the parent
+        status_sent = False
         try:
             while True:
                 sent = False
@@ -128,6 +129,14 @@ class Pump:
                         sent = sent or bool(piece)
                     if not ended[stream] and buffer.eof.is_set() and not buffer._chunks \
                             and not held[stream]:
+                        # As in one process, the exit status is known when a stream ends:
+                        # it goes first (one channel EOF ends both streams).
+                        reader.read_some(1 - stream)
+                        if reader.at_eof and not status_sent:
+                            reader.finish()
+                            send(("status", self.command_id, reader.exit_code,
+                                  reader.exit_signal))
+                            status_sent = True
                         ended[stream] = True
                         # The parent may read one stream to its end before the other; the
                         # end of the last one comes with the exit status.
