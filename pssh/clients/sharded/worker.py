@@ -115,7 +115,7 @@ class Pump:
         status_sent = False
         try:
             while True:
-                sent = False
+                progress = False  # data sent or a stream's end noted: look again before waiting
                 for stream, buffer in enumerate(buffers):
                     allowance = MESSAGE_SIZE if self.unlimited \
                         else min(MESSAGE_SIZE, self.credit[stream])
@@ -126,7 +126,7 @@ class Pump:
                         if piece and not self.discard:
                             send(("data", self.command_id, stream, bytes(piece)))
                             self.credit[stream] -= len(piece)
-                        sent = sent or bool(piece)
+                        progress = progress or bool(piece)
                     if not ended[stream] and buffer.eof.is_set() and not buffer._chunks \
                             and not held[stream]:
                         # As in one process, the exit status is known when a stream ends:
@@ -138,11 +138,12 @@ class Pump:
                                   reader.exit_signal))
                             status_sent = True
                         ended[stream] = True
+                        progress = True
                         # The parent may read one stream to its end before the other; the
                         # end of the last one comes with the exit status.
                         if not ended[1 - stream]:
                             send(("eof", self.command_id, stream))
-                if sent:
+                if progress:
                     continue
                 if reader.at_eof:
                     reader.finish()
@@ -263,7 +264,9 @@ def main() -> None:
     out = os.dup(1)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
-    Worker(FramedPipe(0, out)).serve()
+    pipe = FramedPipe(0, out)
+    Worker(pipe).serve()
+    pipe.flush()  # the last exits and answers go out before the process does
 
 
 if __name__ == "__main__":
