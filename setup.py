@@ -15,7 +15,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from build_support.libssh2 import LibSSH2NotFound, locate  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODULES = ["session", "channel", "sftp", "sftp_handle", "knownhost", "agent", "pkey",
+MODULES = ["session", "channel", "sftp", "sftp_handle", "knownhost", "agent", "sftp_attributes",
            "listener", "fileinfo", "error_codes", "utils", "publickey", "handle"]
 
 

@@ -11,4 +11,14 @@ cdef class Agent:
     cdef c.LIBSSH2_AGENT *_ptr(self) except NULL
 
 
+cdef class PublicKey:
+    cdef c.libssh2_agent_publickey *_pkey
+    cdef Agent _agent
+    cdef unsigned long _generation
+    cdef readonly bytes blob
+    cdef readonly bytes comment
+    cdef readonly unsigned int magic
+
+
 cdef Agent PyAgent(Session session)
+cdef PublicKey PyPublicKey(c.libssh2_agent_publickey *pkey, Agent agent)

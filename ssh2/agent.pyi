@@ -1,7 +1,13 @@
 from typing import List, Optional, Union
 
-from ssh2.pkey import PublicKey
 from ssh2.session import Session
+
+class PublicKey:
+    blob: bytes
+    comment: bytes
+    magic: int
+    @property
+    def blob_len(self) -> int: ...
 
 class Agent:
     session: Session

@@ -1,9 +1,13 @@
 # cython: language_level=3
-"""``Agent``: authentication through a running ssh-agent (SSH_AUTH_SOCK)."""
+"""``Agent`` (authentication through a running ssh-agent, SSH_AUTH_SOCK) and its
+identities, ``PublicKey`` (also importable as ``ssh2.pkey.PublicKey``, ssh2-python's place).
+
+One module for both: an identity points into its agent's list and an agent login
+takes one, so neither can be defined without the other.
+"""
 cimport cython
 from ssh2.c cimport libssh2 as c
-from ssh2.session cimport Session, lock, unlock
-from ssh2.pkey cimport PublicKey, PyPublicKey
+from ssh2.session cimport Session, MODULE_AGENT, lock, unlock, register_child
 from ssh2.utils cimport to_bytes
 
 from ssh2 import exceptions as _exc
@@ -11,6 +15,39 @@ from ssh2 import exceptions as _exc
 
 cdef Agent PyAgent(Session session):
     return Agent(session)
+
+
+cdef object _new_agent(void *raw, Session session, object parent, object extra):
+    return Agent(session)
+
+
+register_child(MODULE_AGENT, _new_agent)
+
+
+cdef PublicKey PyPublicKey(c.libssh2_agent_publickey *pkey, Agent agent):
+    cdef PublicKey obj = PublicKey.__new__(PublicKey)
+    obj._pkey = pkey
+    obj._agent = agent
+    obj._generation = agent._generation
+    obj.magic = pkey.magic
+    obj.blob = pkey.blob[:pkey.blob_len]
+    obj.comment = pkey.comment if pkey.comment is not NULL else b""
+    return obj
+
+
+@cython.no_gc_clear
+cdef class PublicKey:
+    """An agent identity: ``blob`` (SSH wire-format public key) and ``comment``."""
+
+    def __init__(self):
+        raise TypeError("public keys come from Agent.get_identities()")
+
+    def __repr__(self):
+        return f"PublicKey(comment={self.comment!r})"
+
+    @property
+    def blob_len(self):
+        return len(self.blob)
 
 
 @cython.no_gc_clear

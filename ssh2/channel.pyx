@@ -4,7 +4,8 @@ cimport cython
 from cpython.object cimport PyObject
 
 from ssh2.c cimport libssh2 as c
-from ssh2.session cimport Session, CHILD_CHANNEL, lock, unlock
+from ssh2.session cimport (Session, CHILD_CHANNEL, MODULE_CHANNEL, lock, unlock,
+                           register_child)
 from ssh2.utils cimport to_bytes
 from ssh2._bytes cimport bytes_alloc, bytes_data, bytes_take
 
@@ -32,6 +33,13 @@ cdef Channel PyChannel(c.LIBSSH2_CHANNEL *channel, Session session, object owner
     else:
         obj._adopt(channel, session, owner, 0)
     return obj
+
+
+cdef object _new_channel(void *raw, Session session, object parent, object extra):
+    return PyChannel(<c.LIBSSH2_CHANNEL *>raw, session, parent)
+
+
+register_child(MODULE_CHANNEL, _new_channel)
 
 
 @cython.no_gc_clear

@@ -2,7 +2,7 @@
 """``KnownHost``: an OpenSSH known_hosts collection (libssh2 knownhost API)."""
 cimport cython
 from ssh2.c cimport libssh2 as c
-from ssh2.session cimport Session
+from ssh2.session cimport Session, MODULE_KNOWNHOST, register_child
 from ssh2.utils cimport to_bytes
 
 from ssh2 import exceptions as _exc
@@ -56,6 +56,13 @@ cdef KnownHost PyKnownHost(Session session):
         raise _exc.KnownHostError("libssh2 could not create a known hosts collection")
     obj.session = session
     return obj
+
+
+cdef object _new_knownhost(void *raw, Session session, object parent, object extra):
+    return PyKnownHost(session)
+
+
+register_child(MODULE_KNOWNHOST, _new_knownhost)
 
 
 cdef KnownHostEntry _entry(KnownHost owner, c.libssh2_knownhost *entry):

@@ -3,7 +3,8 @@
 cimport cython
 from ssh2.c cimport libssh2 as c
 from ssh2.handle cimport SessionChild
-from ssh2.session cimport Session, CHILD_LISTENER, lock, unlock
+from ssh2.session cimport (Session, CHILD_LISTENER, MODULE_LISTENER, lock, unlock,
+                           register_child)
 from ssh2.channel cimport PyChannel
 
 from ssh2 import exceptions as _exc
@@ -14,6 +15,13 @@ cdef Listener PyListener(c.LIBSSH2_LISTENER *listener, Session session, int boun
     obj._adopt(listener, session, session, CHILD_LISTENER)
     obj.bound_port = bound_port
     return obj
+
+
+cdef object _new_listener(void *raw, Session session, object parent, object bound_port):
+    return PyListener(<c.LIBSSH2_LISTENER *>raw, session, bound_port)
+
+
+register_child(MODULE_LISTENER, _new_listener)
 
 
 @cython.no_gc_clear

@@ -10,7 +10,8 @@ from libc.stdlib cimport malloc, free
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport publickey as cpk
 from ssh2.handle cimport SessionChild
-from ssh2.session cimport Session, CHILD_PUBLICKEY, lock, unlock
+from ssh2.session cimport (Session, CHILD_PUBLICKEY, MODULE_PUBLICKEY, lock, unlock,
+                           register_child)
 
 from ssh2 import exceptions as _exc
 
@@ -19,6 +20,13 @@ cdef PublicKeySystem PyPublicKeySystem(cpk.LIBSSH2_PUBLICKEY *pkey, Session sess
     cdef PublicKeySystem obj = PublicKeySystem.__new__(PublicKeySystem)
     obj._adopt(pkey, session, session, CHILD_PUBLICKEY)
     return obj
+
+
+cdef object _new_publickey_system(void *raw, Session session, object parent, object extra):
+    return PyPublicKeySystem(<cpk.LIBSSH2_PUBLICKEY *>raw, session)
+
+
+register_child(MODULE_PUBLICKEY, _new_publickey_system)
 
 
 class PublicKeyAttribute:

@@ -57,3 +57,28 @@ cdef inline void lock(PyThread_type_lock l) noexcept nogil:
 
 cdef inline void unlock(PyThread_type_lock l) noexcept nogil:
     PyThread_release_lock(l)
+
+
+# -- creating child objects without importing their modules ----------------------
+# The session module imports none of the modules that define its children (they
+# all import it), so that the package's module graph is a tree and any module may
+# be imported first. Each child module registers a constructor when it is
+# initialised; the session imports a child module on first use if nobody has yet.
+
+cdef enum ChildModule:
+    MODULE_CHANNEL = 0
+    MODULE_SFTP = 1
+    MODULE_SFTP_HANDLE = 2
+    MODULE_LISTENER = 3
+    MODULE_PUBLICKEY = 4
+    MODULE_KNOWNHOST = 5
+    MODULE_AGENT = 6
+    MODULE_COUNT = 7
+
+# ``raw``: the new libssh2 handle (NULL for objects that make their own);
+# ``parent``: what the handle belongs to besides the session; ``extra``: one
+# more value the constructor needs (a listener's bound port).
+ctypedef object (*ChildFactory)(void *raw, Session session, object parent, object extra)
+
+cdef void register_child(int module, ChildFactory factory) noexcept
+cdef ChildFactory child_factory(int module) except NULL

@@ -10,14 +10,10 @@ from posix.types cimport time_t
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport sftp as csftp
 from ssh2.c cimport publickey as cpk
-from ssh2.session cimport SessionHook, lock, unlock
-from ssh2.channel cimport Channel, PyChannel
-from ssh2.sftp cimport PySFTP
-from ssh2.listener cimport PyListener
-from ssh2.knownhost cimport PyKnownHost
-from ssh2.agent cimport Agent, PyAgent
+from ssh2.session cimport (SessionHook, lock, unlock, ChildFactory, MODULE_CHANNEL,
+                           MODULE_SFTP, MODULE_LISTENER, MODULE_PUBLICKEY, MODULE_KNOWNHOST,
+                           MODULE_AGENT, MODULE_COUNT)
 from ssh2.fileinfo cimport PyFileInfo
-from ssh2.publickey cimport PyPublicKeySystem
 from ssh2.utils cimport to_bytes, sock_fd, fd_identity, fd_is, set_tcp_nodelay, quick_ack, \
     fd_is_blocking, set_fd_nonblocking, set_fd_blocking
 
@@ -317,6 +313,29 @@ cdef void _agent_channel_opened(c.LIBSSH2_SESSION *session, c.LIBSSH2_CHANNEL *c
                 <size_t>channel)
         except BaseException:
             pass  # the channel stays in the session's list and is freed with it
+
+
+# -- child constructors (see session.pxd) ---------------------------------------------
+
+cdef ChildFactory _factories[MODULE_COUNT]
+_CHILD_MODULES = ("ssh2.channel", "ssh2.sftp", "ssh2.sftp_handle", "ssh2.listener",
+                  "ssh2.publickey", "ssh2.knownhost", "ssh2.agent")
+
+
+cdef void register_child(int module, ChildFactory factory) noexcept:
+    _factories[module] = factory
+
+
+cdef ChildFactory child_factory(int module) except NULL:
+    """The constructor of a child module's objects, importing that module if need be.
+
+    Looked up before the libssh2 call that makes the handle, so that a module
+    that cannot be imported never leaves a handle without an owner."""
+    if _factories[module] is NULL:
+        __import__(_CHILD_MODULES[module])
+        if _factories[module] is NULL:
+            raise ImportError(f"{_CHILD_MODULES[module]} did not register its constructor")
+    return _factories[module]
 
 
 @cython.no_gc_clear
@@ -679,7 +698,7 @@ cdef class Session:
 
     def knownhost_init(self):
         """A :class:`ssh2.knownhost.KnownHost` collection bound to this session."""
-        return PyKnownHost(self)
+        return child_factory(MODULE_KNOWNHOST)(NULL, self, None, None)
 
     # -- authentication ------------------------------------------------------------
 
@@ -814,6 +833,7 @@ cdef class Session:
         """The publickey subsystem (:class:`ssh2.publickey.PublicKeySystem`), or EAGAIN;
         :class:`ssh2.exceptions.PublicKeyInitError` if the server does not offer it."""
         cdef cpk.LIBSSH2_PUBLICKEY *pk
+        cdef ChildFactory make = child_factory(MODULE_PUBLICKEY)
         self._check()
         with nogil:
             lock(self._lock)
@@ -824,7 +844,7 @@ cdef class Session:
                 return self._null_result("starting the publickey subsystem failed")
             except _exc.SSH2Error as err:
                 raise _exc.PublicKeyInitError(str(err), err.errno) from err
-        return PyPublicKeySystem(pk, self)
+        return make(pk, self, self, None)
 
     def userauth_password(self, username, password):
         cdef bytes b_user = to_bytes(username)
@@ -878,11 +898,11 @@ cdef class Session:
     def agent_init(self):
         """A :class:`ssh2.agent.Agent` for this session (not yet connected)."""
         self._check()
-        return PyAgent(self)
+        return child_factory(MODULE_AGENT)(NULL, self, None, None)
 
     def agent_auth(self, username):
         """Authenticate with any identity of the running SSH agent (blocking mode)."""
-        cdef Agent agent = self.agent_init()
+        agent = self.agent_init()
         agent.connect()
         try:
             for identity in agent.get_identities():
@@ -920,8 +940,9 @@ cdef class Session:
         """
         if not self._agent_channels:
             return None
+        cdef ChildFactory make = child_factory(MODULE_CHANNEL)
         self._check()
-        return PyChannel(<c.LIBSSH2_CHANNEL *><size_t>self._agent_channels.pop(0), self)
+        return make(<c.LIBSSH2_CHANNEL *><size_t>self._agent_channels.pop(0), self, None, None)
 
     # -- channels ----------------------------------------------------------------
 
@@ -929,6 +950,7 @@ cdef class Session:
                      unsigned int packet_size=c.LIBSSH2_CHANNEL_PACKET_DEFAULT):
         """Open a "session" channel: a :class:`Channel`, or ``LIBSSH2_ERROR_EAGAIN``."""
         cdef c.LIBSSH2_CHANNEL *channel
+        cdef ChildFactory make = child_factory(MODULE_CHANNEL)
         self._check()
         with nogil:
             lock(self._lock)
@@ -937,7 +959,7 @@ cdef class Session:
             unlock(self._lock)
         if channel is NULL:
             return self._null_result("opening a session channel failed")
-        return PyChannel(channel, self)
+        return make(channel, self, None, None)
 
     def direct_tcpip_ex(self, host, int port, shost, int sport):
         """A channel to ``host:port`` as seen from the server (``ssh -L``)."""
@@ -946,6 +968,7 @@ cdef class Session:
         cdef const char *c_host = b_host
         cdef const char *c_shost = b_shost
         cdef c.LIBSSH2_CHANNEL *channel
+        cdef ChildFactory make = child_factory(MODULE_CHANNEL)
         self._check()
         with nogil:
             lock(self._lock)
@@ -953,7 +976,7 @@ cdef class Session:
             unlock(self._lock)
         if channel is NULL:
             return self._null_result(f"opening a direct-tcpip channel to {host}:{port} failed")
-        return PyChannel(channel, self)
+        return make(channel, self, None, None)
 
     def direct_tcpip(self, host, int port):
         return self.direct_tcpip_ex(host, port, "127.0.0.1", 22)
@@ -965,6 +988,7 @@ cdef class Session:
         cdef const char *c_path = b_path
         cdef const char *c_shost = b_shost
         cdef c.LIBSSH2_CHANNEL *channel
+        cdef ChildFactory make = child_factory(MODULE_CHANNEL)
         self._check()
         with nogil:
             lock(self._lock)
@@ -972,7 +996,7 @@ cdef class Session:
             unlock(self._lock)
         if channel is NULL:
             return self._null_result(f"opening a streamlocal channel to {socket_path} failed")
-        return PyChannel(channel, self)
+        return make(channel, self, None, None)
 
     def forward_listen_ex(self, int queue_maxsize, host=None, int port=0):
         """Ask the server to listen on ``host:port`` (``ssh -R``): ``(listener, bound_port)``,
@@ -986,6 +1010,7 @@ cdef class Session:
         cdef const char *c_host = NULL if b_host is None else <const char *>b_host
         cdef int out_port = 0
         cdef c.LIBSSH2_LISTENER *listener
+        cdef ChildFactory make = child_factory(MODULE_LISTENER)
         self._check()
         with nogil:
             lock(self._lock)
@@ -994,7 +1019,7 @@ cdef class Session:
             unlock(self._lock)
         if listener is NULL:
             return self._null_result(f"remote port forward on {host or '*'}:{port} failed")
-        return PyListener(listener, self, out_port), out_port
+        return make(listener, self, None, out_port), out_port
 
     def forward_listen(self, int port):
         """Ask the server to listen on ``port`` of every address: a :class:`Listener`."""
@@ -1004,6 +1029,7 @@ cdef class Session:
     def sftp_init(self):
         """Start the SFTP subsystem: an :class:`ssh2.sftp.SFTP`, or EAGAIN."""
         cdef csftp.LIBSSH2_SFTP *sftp
+        cdef ChildFactory make = child_factory(MODULE_SFTP)
         self._check()
         with nogil:
             lock(self._lock)
@@ -1011,7 +1037,7 @@ cdef class Session:
             unlock(self._lock)
         if sftp is NULL:
             return self._null_result("starting the SFTP subsystem failed")
-        return PySFTP(sftp, self)
+        return make(sftp, self, None, None)
 
     def scp_recv2(self, path):
         """Start an SCP download: ``(Channel, FileInfo)``, or EAGAIN."""
@@ -1019,6 +1045,7 @@ cdef class Session:
         cdef const char *c_path = b_path
         cdef c.libssh2_struct_stat st
         cdef c.LIBSSH2_CHANNEL *channel
+        cdef ChildFactory make = child_factory(MODULE_CHANNEL)
         self._check()
         with nogil:
             lock(self._lock)
@@ -1026,13 +1053,14 @@ cdef class Session:
             unlock(self._lock)
         if channel is NULL:
             return self._null_result(f"SCP download of {path!r} failed")
-        return PyChannel(channel, self), PyFileInfo(&st)
+        return make(channel, self, None, None), PyFileInfo(&st)
 
     def scp_send64(self, path, int mode, c.libssh2_int64_t size, time_t mtime, time_t atime):
         """Start an SCP upload of ``size`` bytes: a :class:`Channel` to write to, or EAGAIN."""
         cdef bytes b_path = to_bytes(path)
         cdef const char *c_path = b_path
         cdef c.LIBSSH2_CHANNEL *channel
+        cdef ChildFactory make = child_factory(MODULE_CHANNEL)
         self._check()
         with nogil:
             lock(self._lock)
@@ -1040,7 +1068,7 @@ cdef class Session:
             unlock(self._lock)
         if channel is NULL:
             return self._null_result(f"SCP upload to {path!r} failed")
-        return PyChannel(channel, self)
+        return make(channel, self, None, None)
 
     # -- errors ------------------------------------------------------------------
 

@@ -1,7 +1,12 @@
 from ssh2.c cimport sftp as csftp
 from ssh2.handle cimport SessionChild
 from ssh2.session cimport Session
-from ssh2.sftp_handle cimport SFTPHandle
+
+
+# libssh2 keeps up to 4x the buffer size of read requests in flight (capped at
+# 8 MiB): 2 MiB buffers fill that pipeline.
+cdef enum:
+    TRANSFER_CHUNK = 2097152
 
 
 cdef class SFTP(SessionChild):

@@ -5,9 +5,9 @@ cimport cython
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport sftp as csftp
 from ssh2.handle cimport SessionChild
-from ssh2.session cimport Session, CHILD_SFTP, lock, unlock
-from ssh2.sftp_handle cimport (SFTPHandle, SFTPAttributes, SFTPStatVFS, PySFTPHandle,
-                               TRANSFER_CHUNK)
+from ssh2.session cimport (Session, CHILD_SFTP, MODULE_SFTP, MODULE_SFTP_HANDLE, lock, unlock,
+                           register_child, child_factory, ChildFactory)
+from ssh2.sftp_attributes cimport SFTPAttributes, SFTPStatVFS
 from ssh2.utils cimport to_bytes, poll_fd
 from ssh2.channel cimport PyChannel
 
@@ -82,6 +82,12 @@ cdef SFTP PySFTP(csftp.LIBSSH2_SFTP *sftp, Session session):
     obj._adopt(sftp, session, session, CHILD_SFTP)
     return obj
 
+
+cdef object _new_sftp(void *raw, Session session, object parent, object extra):
+    return PySFTP(<csftp.LIBSSH2_SFTP *>raw, session)
+
+
+register_child(MODULE_SFTP, _new_sftp)
 
 @cython.no_gc_clear
 cdef class SFTP(SessionChild):
@@ -171,6 +177,7 @@ cdef class SFTP(SessionChild):
         cdef csftp.LIBSSH2_SFTP *s = self._ptr()
         cdef bytes b_path = to_bytes(path)
         cdef const char *c_path = b_path
+        cdef ChildFactory make = child_factory(MODULE_SFTP_HANDLE)
         if n_path > len(b_path):
             raise ValueError(f"filename_len {n_path} is longer than the name ({len(b_path)})")
         cdef csftp.LIBSSH2_SFTP_HANDLE *handle
@@ -181,7 +188,7 @@ cdef class SFTP(SessionChild):
         if handle is NULL:
             what = "directory" if open_type == csftp.LIBSSH2_SFTP_OPENDIR else "file"
             return self._null_result(f"opening remote {what} {path!r} failed")
-        return PySFTPHandle(handle, self)
+        return make(handle, self.session, self, None)
 
     def _stat(self, path, int stat_type, SFTPAttributes attrs, str what):
         cdef csftp.LIBSSH2_SFTP *s = self._ptr()
@@ -356,7 +363,6 @@ cdef class SFTP(SessionChild):
         In non-blocking mode, ``wait()`` is called whenever the session would
         block (for an event loop); without it the socket is poll()ed.
         """
-        cdef SFTPHandle handle
         cdef SFTPAttributes attrs
         local_path = os.fspath(local_path)
         handle = self._until_done(self.open, wait, remote_path, csftp.LIBSSH2_FXF_READ, 0)
@@ -397,7 +403,6 @@ cdef class SFTP(SessionChild):
         over it only once complete. ``mode`` defaults to the local file's
         permission bits. ``callback`` and ``wait`` as for :meth:`download`.
         """
-        cdef SFTPHandle handle
         local_path = os.fspath(local_path)
         remote = remote_path.decode() if isinstance(remote_path, bytes) else os.fspath(remote_path)
         st = os.stat(local_path)

@@ -3,12 +3,6 @@ from ssh2.handle cimport SessionChild
 from ssh2.sftp cimport SFTP
 
 
-# libssh2 keeps up to 4x the buffer size of read requests in flight (capped at
-# 8 MiB): 2 MiB buffers fill that pipeline.
-cdef enum:
-    TRANSFER_CHUNK = 2097152
-
-
 cdef class SFTPHandle(SessionChild):
     cdef readonly SFTP sftp
     # read()'s landing buffer for large reads, kept for the handle's life.
@@ -20,13 +14,4 @@ cdef class SFTPHandle(SessionChild):
     cdef object _read_via_scratch(self, csftp.LIBSSH2_SFTP_HANDLE *h, size_t size)
 
 
-cdef class SFTPAttributes:
-    cdef csftp.LIBSSH2_SFTP_ATTRIBUTES _attrs
-
-
-cdef class SFTPStatVFS:
-    cdef csftp.LIBSSH2_SFTP_STATVFS _st
-
-
 cdef SFTPHandle PySFTPHandle(csftp.LIBSSH2_SFTP_HANDLE *handle, SFTP sftp)
-cdef SFTPAttributes PySFTPAttributes(const csftp.LIBSSH2_SFTP_ATTRIBUTES *attrs)

@@ -2,42 +2,9 @@ from typing import Callable, Iterator, Optional, Tuple, Union
 
 from ssh2.session import Session
 from ssh2.sftp import SFTP
+from ssh2.sftp_attributes import SFTPAttributes as SFTPAttributes, SFTPStatVFS as SFTPStatVFS
 
 _EAGAIN = int
-
-class SFTPAttributes:
-    flags: int
-    filesize: int
-    uid: int
-    gid: int
-    permissions: int
-    atime: int
-    mtime: int
-    def __init__(self) -> None: ...
-
-class SFTPStatVFS:
-    @property
-    def f_bsize(self) -> int: ...
-    @property
-    def f_frsize(self) -> int: ...
-    @property
-    def f_blocks(self) -> int: ...
-    @property
-    def f_bfree(self) -> int: ...
-    @property
-    def f_bavail(self) -> int: ...
-    @property
-    def f_files(self) -> int: ...
-    @property
-    def f_ffree(self) -> int: ...
-    @property
-    def f_favail(self) -> int: ...
-    @property
-    def f_fsid(self) -> int: ...
-    @property
-    def f_flag(self) -> int: ...
-    @property
-    def f_namemax(self) -> int: ...
 
 class SFTPHandle:
     sftp: SFTP

@@ -6,14 +6,15 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE
 from libc.errno cimport errno, EINTR
 from libc.stdlib cimport malloc, free, realloc
 from cpython.bytes cimport PyBytes_FromStringAndSize
-from libc.string cimport memset
 from posix.unistd cimport read as c_read, write as c_write
 
 from ssh2.c cimport libssh2 as c
 from ssh2.c cimport sftp as csftp
 from ssh2.handle cimport SessionChild
-from ssh2.session cimport Session, CHILD_SFTP_HANDLE, lock, unlock
-from ssh2.sftp cimport SFTP
+from ssh2.session cimport (Session, CHILD_SFTP_HANDLE, MODULE_SFTP_HANDLE, lock, unlock,
+                           register_child)
+from ssh2.sftp cimport SFTP, TRANSFER_CHUNK
+from ssh2.sftp_attributes cimport SFTPAttributes, SFTPStatVFS, PySFTPAttributes
 from ssh2.utils cimport to_bytes
 from ssh2._bytes cimport bytes_alloc, bytes_data, bytes_take
 
@@ -50,10 +51,14 @@ cdef SFTPHandle PySFTPHandle(csftp.LIBSSH2_SFTP_HANDLE *handle, SFTP sftp):
     return obj
 
 
-cdef SFTPAttributes PySFTPAttributes(const csftp.LIBSSH2_SFTP_ATTRIBUTES *attrs):
-    cdef SFTPAttributes obj = SFTPAttributes.__new__(SFTPAttributes)
-    obj._attrs = attrs[0]
-    return obj
+cdef object _new_handle(void *raw, Session session, object parent, object extra):
+    return PySFTPHandle(<csftp.LIBSSH2_SFTP_HANDLE *>raw, <SFTP?>parent)
+
+
+register_child(MODULE_SFTP_HANDLE, _new_handle)
+
+# ssh2-python's home of the attribute records, which ssh2.sftp_attributes defines.
+globals().update(SFTPAttributes=SFTPAttributes, SFTPStatVFS=SFTPStatVFS)
 
 
 @cython.no_gc_clear
@@ -431,124 +436,3 @@ cdef class SFTPHandle(SessionChild):
 
     def tell(self):
         return self.tell64()
-
-
-cdef class SFTPAttributes:
-    """File attributes (``stat``): flags say which fields are set."""
-
-    def __cinit__(self):
-        memset(&self._attrs, 0, sizeof(self._attrs))
-
-    def __repr__(self):
-        return (f"SFTPAttributes(filesize={self.filesize}, permissions={self.permissions:o}, "
-                f"uid={self.uid}, gid={self.gid}, atime={self.atime}, mtime={self.mtime})")
-
-    @property
-    def flags(self):
-        return self._attrs.flags
-
-    @flags.setter
-    def flags(self, unsigned long value):
-        self._attrs.flags = value
-
-    @property
-    def filesize(self):
-        return self._attrs.filesize
-
-    @filesize.setter
-    def filesize(self, unsigned long long value):
-        self._attrs.filesize = value
-        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_SIZE
-
-    @property
-    def uid(self):
-        return self._attrs.uid
-
-    @uid.setter
-    def uid(self, unsigned long value):
-        self._attrs.uid = value
-        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_UIDGID
-
-    @property
-    def gid(self):
-        return self._attrs.gid
-
-    @gid.setter
-    def gid(self, unsigned long value):
-        self._attrs.gid = value
-        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_UIDGID
-
-    @property
-    def permissions(self):
-        return self._attrs.permissions
-
-    @permissions.setter
-    def permissions(self, unsigned long value):
-        self._attrs.permissions = value
-        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_PERMISSIONS
-
-    @property
-    def atime(self):
-        return self._attrs.atime
-
-    @atime.setter
-    def atime(self, unsigned long value):
-        self._attrs.atime = value
-        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_ACMODTIME
-
-    @property
-    def mtime(self):
-        return self._attrs.mtime
-
-    @mtime.setter
-    def mtime(self, unsigned long value):
-        self._attrs.mtime = value
-        self._attrs.flags |= csftp.LIBSSH2_SFTP_ATTR_ACMODTIME
-
-
-cdef class SFTPStatVFS:
-    """File system statistics (``statvfs``)."""
-
-    @property
-    def f_bsize(self):
-        return self._st.f_bsize
-
-    @property
-    def f_frsize(self):
-        return self._st.f_frsize
-
-    @property
-    def f_blocks(self):
-        return self._st.f_blocks
-
-    @property
-    def f_bfree(self):
-        return self._st.f_bfree
-
-    @property
-    def f_bavail(self):
-        return self._st.f_bavail
-
-    @property
-    def f_files(self):
-        return self._st.f_files
-
-    @property
-    def f_ffree(self):
-        return self._st.f_ffree
-
-    @property
-    def f_favail(self):
-        return self._st.f_favail
-
-    @property
-    def f_fsid(self):
-        return self._st.f_fsid
-
-    @property
-    def f_flag(self):
-        return self._st.f_flag
-
-    @property
-    def f_namemax(self):
-        return self._st.f_namemax

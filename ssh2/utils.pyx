@@ -5,7 +5,6 @@ from posix.fcntl cimport fcntl, F_GETFL, F_SETFL, O_NONBLOCK
 from posix.stat cimport struct_stat, fstat, S_ISSOCK
 
 from ssh2.c cimport libssh2 as c
-from ssh2.session cimport Session
 
 from ssh2 import exceptions as _exc
 
@@ -139,7 +138,7 @@ def version(int required_version=0):
     return v.decode() if v is not NULL else None
 
 
-def wait_socket(_socket, Session session, timeout=1):
+def wait_socket(_socket, session, timeout=1):
     """Wait until ``_socket`` is ready in the direction ``session`` is blocked on.
 
     For non-blocking mode without an event loop: call after a call returned

@@ -9,7 +9,7 @@ import pytest
 import ssh2
 
 PACKAGE_DIR = os.path.dirname(ssh2.__file__)
-COMPILED = ["session", "channel", "sftp", "sftp_handle", "knownhost", "agent", "pkey",
+COMPILED = ["session", "channel", "sftp", "sftp_handle", "knownhost", "agent", "sftp_attributes",
             "listener", "fileinfo", "error_codes", "utils", "publickey", "handle"]
 
 
