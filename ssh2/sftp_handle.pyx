@@ -73,8 +73,27 @@ cdef class SFTPHandle(SessionChild):
 
     def __dealloc__(self):
         # SessionChild's finaliser, which runs after this one, frees the handle.
+        self._free_buffers()
+
+    cdef void _free_buffers(self) noexcept:
         free(self._scratch)
         self._scratch = NULL
+        self._scratch_size = 0
+        free(self._outgoing)
+        self._outgoing = NULL
+        self._outgoing_size = 0
+        self._outgoing_filled = self._outgoing_sent = 0
+
+    cdef char *_buffer(self, char **buf, size_t *have, size_t size) except NULL:
+        """``buf[0]``, grown to ``size`` bytes if smaller (kept for the handle's life)."""
+        cdef char *grown
+        if have[0] < size:
+            grown = <char *>realloc(buf[0], size)
+            if grown is NULL:
+                raise MemoryError()
+            buf[0] = grown
+            have[0] = size
+        return buf[0]
 
     cdef csftp.LIBSSH2_SFTP_HANDLE *_ptr(self) except NULL:
         return <csftp.LIBSSH2_SFTP_HANDLE *>self._live()
@@ -112,9 +131,7 @@ cdef class SFTPHandle(SessionChild):
         # libssh2 frees the handle on every return but EAGAIN, errors included:
         # keeping the pointer would make the finaliser free it twice.
         self._raw = NULL
-        free(self._scratch)
-        self._scratch = NULL
-        self._scratch_size = 0
+        self._free_buffers()
         return self.sftp._rc(rc, "closing the SFTP handle failed")
 
     def read(self, size_t buffer_maxlen=READ_SIZE):
@@ -325,6 +342,87 @@ cdef class SFTPHandle(SessionChild):
                 callback(total, size)
         finally:
             free(buf)
+
+    def pump_to_fd(self, int fd, size_t chunk_size=TRANSFER_CHUNK):
+        """Copy what the file has ready into ``fd``, without waiting: for event loops.
+
+        Returns ``(rc, copied)``: ``copied`` bytes went to ``fd`` in this call;
+        ``rc`` is 1 after a chunk of ``chunk_size`` (call again), 0 at the end of the
+        file, or ``LIBSSH2_ERROR_EAGAIN`` (wait for the socket, then call again: the
+        copy goes on where it stopped). Up to 4 x ``chunk_size`` of read requests are
+        kept in flight; the loop runs in C without the GIL. A failed local write
+        raises ``OSError``.
+        """
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef char *buf = self._buffer(&self._scratch, &self._scratch_size, chunk_size)
+        cdef Py_ssize_t n = 0
+        cdef size_t copied = 0
+        cdef int werr = 0
+        with nogil:
+            lock(self.session._lock)
+            while True:
+                n = csftp.libssh2_sftp_read(h, buf, chunk_size)
+                if n <= 0:
+                    break
+                if _write_all(fd, buf, n) < 0:
+                    werr = errno
+                    break
+                copied += n
+                if copied >= chunk_size:
+                    n = 1
+                    break
+            unlock(self.session._lock)
+        if werr:
+            raise OSError(werr, f"writing the local file failed: {os.strerror(werr)}")
+        if n < 0 and n != c.LIBSSH2_ERROR_EAGAIN:
+            self.sftp._raise(n, "reading the remote file failed")
+        return (1 if n > 0 else n), copied
+
+    def pump_from_fd(self, int fd, size_t chunk_size=TRANSFER_CHUNK):
+        """Send what ``fd`` holds to the file, without waiting: for event loops.
+
+        Returns ``(rc, sent)``: ``sent`` bytes were written in this call; ``rc`` is
+        1 after a chunk of ``chunk_size`` (call again), 0 once ``fd`` is at its end
+        and everything read from it is sent, or ``LIBSSH2_ERROR_EAGAIN`` (wait, then
+        call again with the same ``fd``: the data read but not yet sent is kept
+        here). Writes are pipelined by libssh2, in C without the GIL. A failed local
+        read raises ``OSError``.
+        """
+        cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()
+        cdef char *buf = self._buffer(&self._outgoing, &self._outgoing_size, chunk_size)
+        cdef Py_ssize_t n = 0, got
+        cdef size_t sent = 0
+        cdef int rerr = 0
+        with nogil:
+            while True:
+                if self._outgoing_sent == self._outgoing_filled:
+                    got = c_read(fd, buf, chunk_size)
+                    if got < 0:
+                        if errno == EINTR:
+                            continue
+                        rerr = errno
+                        break
+                    self._outgoing_filled = got
+                    self._outgoing_sent = 0
+                    if got == 0:
+                        n = 0
+                        break
+                lock(self.session._lock)
+                n = csftp.libssh2_sftp_write(h, buf + self._outgoing_sent,
+                                             self._outgoing_filled - self._outgoing_sent)
+                unlock(self.session._lock)
+                if n < 0:
+                    break
+                self._outgoing_sent += n
+                sent += n
+                if sent >= chunk_size:
+                    n = 1
+                    break
+        if rerr:
+            raise OSError(rerr, f"reading the local file failed: {os.strerror(rerr)}")
+        if n < 0 and n != c.LIBSSH2_ERROR_EAGAIN:
+            self.sftp._raise(n, "writing the remote file failed")
+        return (1 if n > 0 else n), sent
 
     def _readdir(self, size_t buffer_maxlen, size_t longentry_maxlen):
         cdef csftp.LIBSSH2_SFTP_HANDLE *h = self._ptr()

@@ -1,0 +1,258 @@
+"""Logging in: the order of login methods, each method, and retries.
+
+The order, for both front ends:
+
+1. keys given explicitly (``pkey`` / ``client_keys``): those, and nothing else
+   but the password, which follows them only when it is not standing in as the
+   keys' passphrase (parallel-ssh uses ``password`` for the passphrase when no
+   ``passphrase`` is given; asyncssh never does);
+2. otherwise: the SSH agent (``allow_agent``), then the identity files
+   (``identity_auth``: the ssh config's IdentityFiles, else
+   :data:`DEFAULT_IDENTITIES` that exist), then the password if there is one.
+
+A method that fails moves on to the next; a timeout, a lost connection or a
+key file that cannot be used (:class:`~pssh.exceptions.PKeyFileError`) ends
+the login at once. :func:`login_retrying` repeats a failed login on the same
+connection ``num_retries`` times.
+
+The methods are looked up on a ``methods`` object (:class:`LoginMethods` by
+default): parallel-ssh's client maps them onto its overridable ``_agent_auth``,
+``_identity_auth`` ... so that programs which replace those keep working.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import List, Optional, Sequence, Union
+
+from pssh import exceptions as exc
+from pssh.core.handshake import Attempt
+from pssh.core.link import Link
+from pssh.core.waits import Procedure, Sleep
+from pssh.keys import inspect_key, inspect_key_file
+from pssh.login import (Attempt as LoginCall, accepted, agent_attempts, disconnect_agent,
+                        key_data_attempt, key_errors, key_file_attempts, password_attempt)
+from ssh2 import exceptions as ssh2_exc
+
+log = logging.getLogger("pssh.core.auth")
+
+#: Key files tried when none is given and the ssh config names none (OpenSSH's order).
+DEFAULT_IDENTITIES = tuple(os.path.expanduser(os.path.join("~", ".ssh", name))
+                           for name in ("id_rsa", "id_ecdsa", "id_ed25519", "id_dsa"))
+
+Key = Union[str, bytes]
+_FATAL = (exc.Timeout, exc.ConnectionError, exc.PKeyFileError)
+
+
+class Credentials:
+    """Who logs in and with what: the settings of :func:`login` for one connection."""
+
+    __slots__ = ("user", "keys", "password", "passphrase", "allow_agent", "agent_path",
+                 "identity_auth", "identities", "keyboard_interactive", "cert_file")
+
+    def __init__(self, user: str, keys: Sequence[Key] = (), password: Optional[str] = None,
+                 passphrase: Optional[str] = None, allow_agent: bool = True,
+                 agent_path: Optional[str] = None, identity_auth: bool = True,
+                 identities: Sequence[str] = DEFAULT_IDENTITIES,
+                 keyboard_interactive: bool = False, cert_file: Optional[str] = None) -> None:
+        self.user = user
+        self.keys = tuple(keys)
+        self.password = password
+        self.passphrase = passphrase
+        self.allow_agent = allow_agent
+        self.agent_path = agent_path
+        self.identity_auth = identity_auth
+        self.identities = tuple(identities)
+        self.keyboard_interactive = keyboard_interactive
+        self.cert_file = cert_file
+
+    @property
+    def key_passphrase(self) -> str:
+        """The passphrase for keys: ``passphrase``, else the password (parallel-ssh)."""
+        if self.passphrase is not None:
+            return self.passphrase
+        return self.password or ""
+
+    @property
+    def password_after_keys(self) -> bool:
+        """Whether the password is a login of its own after explicit keys."""
+        return self.password is not None and self.passphrase is not None
+
+
+class LoginMethods:
+    """Each login method as a procedure on ``link`` (``True``: logged in)."""
+
+    def __init__(self, link: Link, creds: Credentials, attempt: Attempt) -> None:
+        self.link = link
+        self.creds = creds
+        self.attempt = attempt
+        #: What was tried, for the final error ("key /x", "agent key me@host", ...).
+        self.tried: List[str] = []
+
+    def call(self, login: LoginCall) -> Procedure[None]:
+        """Make one login call; ``AuthenticationError`` unless it logged us in."""
+        self.tried.append(login.what)
+        yield from self.link.call(login.call, *login.args, timeout=self.attempt.left(),
+                                  what=login.what)
+        if not accepted(self.link.session):
+            # A partial success: the server wants another method as well.
+            raise ssh2_exc.AuthenticationError(f"{login.what}: the server asks for more "
+                                               f"methods")
+
+    def key(self, key: Key) -> Procedure[None]:
+        """A key file (its certificate first) or key data in memory."""
+        if isinstance(key, (bytes, bytearray)):
+            yield from self.key_data(bytes(key))
+        else:
+            yield from self.key_file(os.path.expanduser(os.fspath(key)))
+
+    def key_file(self, path: str) -> Procedure[None]:
+        creds, link = self.creds, self.link
+        passphrase = creds.key_passphrase
+        try:
+            info = inspect_key_file(path)
+            with key_errors(info, f"private key file {path}", passphrase):
+                *certificates, key = key_file_attempts(link.session, creds.user, path,
+                                                       passphrase, creds.cert_file)
+                for login in certificates:
+                    try:
+                        return (yield from self.call(login))
+                    except ssh2_exc.AuthenticationError as err:
+                        log.debug("%s: %s refused: %s", link.host, login.what, err)
+                yield from self.call(key)
+        except exc.PKeyFileError as err:
+            raise _at(err, link)
+
+    def key_data(self, data: bytes) -> Procedure[None]:
+        # Key data is not a file: its problems are failed logins (retried and reported
+        # as AuthenticationError, as parallel-ssh does), said plainly.
+        creds = self.creds
+        name = "the private key given in memory"
+        info = inspect_key(data, name, error=ssh2_exc.AuthenticationError)
+        with key_errors(info, name, creds.key_passphrase,
+                        error=ssh2_exc.AuthenticationError):
+            yield from self.call(key_data_attempt(self.link.session, creds.user, data,
+                                                  creds.key_passphrase))
+
+    def agent(self) -> Procedure[None]:
+        """The first key of the SSH agent that the server accepts."""
+        session = self.link.session
+        agent = session.agent_init()
+        if self.creds.agent_path:
+            agent.set_identity_path(self.creds.agent_path)
+        agent.connect()
+        try:
+            for login in agent_attempts(session, agent, self.creds.user):
+                try:
+                    return (yield from self.call(login))
+                except ssh2_exc.PublickeyUnverifiedError:
+                    raise
+                except ssh2_exc.AuthenticationError:
+                    continue
+            raise ssh2_exc.AgentAuthenticationError(
+                f"no key of the SSH agent was accepted for {self.creds.user!r}")
+        finally:
+            disconnect_agent(agent)
+
+    def identities(self) -> Procedure[None]:
+        """The first identity file (that exists) the server accepts."""
+        for path in self.creds.identities:
+            if not os.path.isfile(path):
+                continue
+            try:
+                yield from self.key_file(path)
+            except _FATAL[:2]:
+                raise
+            except Exception as err:
+                log.debug("%s: identity %s failed: %s", self.link.host, path, err)
+                continue
+            log.debug("%s: logged in with identity %s", self.link.host, path)
+            return
+        raise exc.AuthenticationError.at(self.link.host, self.link.port,
+                                         "no identity file was accepted")
+
+    def password(self) -> Procedure[None]:
+        creds = self.creds
+        yield from self.call(password_attempt(self.link.session, creds.user, creds.password,
+                                              creds.keyboard_interactive))
+
+
+def login(link: Link, creds: Credentials, methods) -> Procedure[None]:
+    """Log in with the methods in the order this module describes; raises
+    :class:`~pssh.exceptions.AuthenticationError` (naming the host and what was tried)
+    when none is accepted."""
+    if creds.keys:
+        for key in creds.keys[:-1]:
+            try:
+                return (yield from methods.key(key))
+            except _FATAL:
+                raise
+            except Exception as err:
+                log.debug("%s: key %s refused: %s", link.host, _name(key), err)
+        if not creds.password_after_keys:
+            return (yield from methods.key(creds.keys[-1]))
+        try:
+            return (yield from methods.key(creds.keys[-1]))
+        except _FATAL:
+            raise
+        except Exception as err:
+            log.debug("%s: key %s refused: %s", link.host, _name(creds.keys[-1]), err)
+        return (yield from methods.password())
+    if creds.allow_agent:
+        try:
+            return (yield from methods.agent())
+        except (ssh2_exc.AgentError, ssh2_exc.AuthenticationError) as err:
+            log.debug("%s: agent login failed: %s", link.host, err)
+        except _FATAL[:2]:
+            raise
+        except Exception as err:
+            log.error("%s: agent login failed: %r", link.host, err)
+    if creds.identity_auth:
+        try:
+            return (yield from methods.identities())
+        except exc.AuthenticationError:
+            if creds.password is None:
+                raise
+    if creds.password is None:
+        raise exc.AuthenticationError.at(link.host, link.port,
+                                         "no authentication method left to try")
+    yield from methods.password()
+
+
+def login_retrying(link: Link, creds: Credentials, methods, attempt: Attempt,
+                   num_retries: int, retry_delay: float) -> Procedure[None]:
+    """:func:`login`, tried again on the same connection after a failure, at most
+    ``num_retries`` times in all (a timeout, lost connection or unusable key file is
+    final at once). The last failure is raised as parallel-ssh raises it:
+    ``AuthenticationError(message, host, port, cause, try, of tries)``."""
+    tries = max(1, num_retries or 1)
+    for try_no in range(1, tries + 1):
+        if try_no > 1:
+            attempt.start()  # a new login attempt on the same connection
+        try:
+            return (yield from login(link, creds, methods))
+        except _FATAL:
+            raise
+        except Exception as err:
+            if try_no < tries:
+                yield Sleep(retry_delay)
+                continue
+            user = creds.user.replace("%", "%%")
+            raise exc.AuthenticationError(
+                f"%s:%s: authentication as {user!r} failed: %s (try %s of %s)",
+                link.host, link.port, err, try_no, tries,
+                host=link.host, port=link.port) from err
+
+
+def _name(key: Key) -> str:
+    return "in memory" if isinstance(key, (bytes, bytearray)) else str(key)
+
+
+def _at(err: exc.PSSHError, link: Link) -> exc.PSSHError:
+    """``err``, naming the host it happened on if it does not yet."""
+    if err.host is None:
+        err.host, err.port = link.host, link.port
+    return err
+
+
+__all__ = ["Credentials", "DEFAULT_IDENTITIES", "LoginMethods", "login", "login_retrying"]

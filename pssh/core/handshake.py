@@ -1,0 +1,98 @@
+"""Starting the SSH session on a connected socket: the handshake and the host key check.
+
+A failed handshake is retried on a new connection (``num_retries``, as
+parallel-ssh does); a host key that does not verify is final at once.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Callable, Optional
+
+from pssh import exceptions as exc
+from pssh.core.connect import Destination, open_socket
+from pssh.core.link import Link
+from pssh.core.waits import Procedure, Sleep
+from pssh.deadlines import deadline_after, remaining
+from pssh.known_hosts import verify_host_key
+from pssh.login import prepare_session
+from ssh2 import exceptions as ssh2_exc
+
+log = logging.getLogger("pssh.core.handshake")
+
+
+class Attempt:
+    """One attempt to connect, handshake and log in: the connect timeout bounds it as a
+    whole, whatever the server sends meanwhile. :meth:`start` begins the next one."""
+
+    __slots__ = ("limit", "deadline")
+
+    def __init__(self, limit: Optional[float]) -> None:
+        self.limit = limit
+        self.deadline: Optional[float] = None
+        self.start()
+
+    def start(self) -> None:
+        self.deadline = deadline_after(self.limit)
+
+    def left(self) -> Optional[float]:
+        """Seconds left (at least a sliver, so that a call made after the deadline fails
+        on its first wait with a clear Timeout)."""
+        left = remaining(self.deadline)
+        return None if left is None else max(left, 1e-3)
+
+
+def named(err: BaseException, host: str, port: int) -> BaseException:
+    """An ssh2 error that names the host it happened on (``str()`` shows it)."""
+    if isinstance(err, ssh2_exc.SSH2Error) and not getattr(err, "host", None):
+        err.host = f"{host}:{port}"
+    return err
+
+
+def handshake(link: Link, resolved, attempt: Attempt) -> Procedure[None]:
+    """The SSH handshake of ``link``'s new session (algorithm preferences, flags and host
+    certificate wishes set first), within the attempt's time."""
+    prepare_session(link.session, resolved, link.host)
+    yield from link.call(link.session.handshake, link.sock, timeout=attempt.left(),
+                         what="SSH handshake")
+
+
+def start_session(dest: Destination, resolved, sock, new_session: Callable,
+                  attempt: Attempt, first_try: int = 1,
+                  dial: Optional[Callable[[int], Procedure[object]]] = None
+                  ) -> Procedure[Link]:
+    """A handshaken session on ``sock``: its :class:`Link`. A failed handshake closes
+    that connection and tries again on a new one (``dial(try number)``; default: a new
+    TCP connection) while tries are left. The host key is not checked here:
+    :func:`check_host_key`."""
+    tries = dest.num_retries
+    try_no = first_try
+    while True:
+        session = new_session()
+        session.set_blocking(False)
+        link = Link(sock, session, dest.host, dest.port, resolved.timeout)
+        try:
+            yield from handshake(link, resolved, attempt)
+            return link
+        except Exception as err:
+            if try_no >= tries:
+                log.error("%s:%s: SSH handshake failed: %s", dest.host, dest.port, err)
+                link.close()
+                raise named(err, dest.host, dest.port)
+            log.debug("%s:%s: SSH handshake failed (try %s of %s): %s", dest.host, dest.port,
+                      try_no, tries, err)
+            link.close()
+        yield Sleep(dest.retry_delay)
+        try_no += 1
+        attempt.start()
+        sock = yield from (dial(try_no) if dial is not None else open_socket(dest, try_no))
+
+
+def check_host_key(link: Link, resolved) -> None:
+    """Verify the server's host key (or certificate) under the host key policy; never
+    retried, and nothing is sent before it passed."""
+    options = resolved.options
+    verify_host_key(link.session, resolved.host_key_name, link.port,
+                    options.host_key_policy, options.known_hosts)
+
+
+__all__ = ["Attempt", "check_host_key", "handshake", "named", "start_session"]

@@ -1,0 +1,85 @@
+"""Jump hosts: connections to hops shared by every target behind them.
+
+``JumpChain.chain(hops)`` returns the connection of the last hop, each hop
+reached through the one before (a tunnel, :func:`pssh.core.forwarding.open_tunnel`).
+Every target behind the same chain goes through one connection per hop,
+created once however many procedures ask at the same time; a hop that failed
+is forgotten, so a later call tries again, and a hop found closed is
+connected afresh.
+
+What a hop connection is belongs to the front end (parallel-ssh's
+``SSHClient``, an asyncio connection): ``connect_hop(hop, via)`` makes one,
+and it has ``closed`` and ``close()``.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Dict, Optional, Sequence, Tuple
+
+from pssh.core.waits import Event, Procedure, WaitFor
+
+Hop = Tuple[Optional[str], str, Optional[int]]  # (user, host, port)
+
+
+class _Pending:
+    __slots__ = ("done", "value", "error")
+
+    def __init__(self) -> None:
+        self.done = Event()
+        self.value: Any = None
+        self.error: Optional[BaseException] = None
+
+
+class JumpChain:
+    """Hop connections, shared; ``connect_hop(hop, via)`` is a procedure making one
+    (``via``: the previous hop's connection, or None for the first)."""
+
+    def __init__(self, connect_hop: Callable[[Hop, Any], Procedure[Any]]) -> None:
+        self._connect_hop = connect_hop
+        self._hops: Dict[tuple, _Pending] = {}
+
+    def connect(self, hop: Hop, via: Any) -> Procedure[Any]:
+        key = (hop, id(via))
+        entry = self._hops.get(key)
+        if entry is not None and entry.done.is_set() and entry.error is None \
+                and _closed(entry.value):
+            entry = None  # closed since: make a new one
+        if entry is None:
+            entry = self._hops[key] = _Pending()
+            try:
+                entry.value = yield from self._connect_hop(hop, via)
+            except BaseException as err:
+                del self._hops[key]
+                entry.error = err
+                entry.done.set()
+                raise
+            entry.done.set()
+            return entry.value
+        if not entry.done.is_set():
+            yield WaitFor(entry.done, None)
+        if entry.error is not None:
+            raise entry.error
+        return entry.value
+
+    def chain(self, hops: Sequence[Hop]) -> Procedure[Any]:
+        """The connection of the last of ``hops``, each reached through the one before."""
+        via = None
+        for hop in hops:
+            via = yield from self.connect(hop, via)
+        return via
+
+    def close(self) -> None:
+        """Close every hop connection made here."""
+        entries, self._hops = list(self._hops.values()), {}
+        for entry in entries:
+            if entry.done.is_set() and entry.error is None:
+                entry.value.close()
+
+
+def _closed(connection) -> bool:
+    closed = getattr(connection, "closed", None)
+    if closed is None:
+        return getattr(connection, "session", None) is None
+    return closed() if callable(closed) else bool(closed)
+
+
+__all__ = ["Hop", "JumpChain"]

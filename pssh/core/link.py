@@ -1,0 +1,234 @@
+"""One SSH connection as the core sees it: a libssh2 session, its socket, how to call it.
+
+Every libssh2 call runs non-blocking. A call that would block returns
+``LIBSSH2_ERROR_EAGAIN``; :meth:`Link.call` then yields a
+:class:`~pssh.core.waits.SessionIO` request (the runner waits on the socket in
+the direction libssh2 asks for) and calls again. Channels, readers, transfers,
+tunnels and agent forwarding all go through a :class:`Link`; they never see the
+socket or the loop.
+
+Several procedures may use one session at once (a command's reader, a
+transfer, a keepalive). A call by one may read packets meant for another off
+the socket: libssh2 queues them, and the other's socket would never become
+readable for them. So every call that got something, and every wait that
+finds that bytes arrived since the last, wakes the procedures waiting on the
+link (:meth:`Link.wake`, which the runner carries out).
+"""
+from __future__ import annotations
+
+import logging
+from time import monotonic
+from typing import Any, Callable, List, Optional
+
+from pssh import exceptions as exc
+from pssh.deadlines import UNSET, deadline_after, remaining
+from pssh.core.waits import Procedure, SessionIO, Turnstile
+from ssh2 import exceptions as ssh2_exc
+from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
+
+log = logging.getLogger("pssh.core.link")
+
+
+class Link:
+    """Drives the libssh2 ``session`` over the connected ``sock``.
+
+    ``host``/``port`` name the host in errors; ``timeout`` is the limit of each
+    request as a whole unless a call gives its own (``None``: no limit).
+    """
+
+    def __init__(self, sock, session, host: str, port: int,
+                 timeout: Optional[float] = None) -> None:
+        self.sock = sock
+        self.session = session
+        self.host = host
+        self.port = port
+        self.timeout = timeout
+        #: The runner's per-link state (who waits, its socket watch); set by the runner.
+        self.waker: Any = None
+        #: Procedures run before every wait (agent forwarding accepts channels there).
+        self.before_wait: List[Callable[[], Procedure[None]]] = []
+        #: Called once the link is closed, whoever closed it.
+        self.on_close: List[Callable[[], None]] = []
+        #: Calls whose progress libssh2 keeps in the session, not a channel, one at a time.
+        self.opening = Turnstile()
+        #: Background procedures of this link (keepalives): cancelled when it closes.
+        self.tasks: list = []
+        self.lost: Optional[exc.PSSHError] = None
+        #: Agent forwarding on this connection (:class:`~pssh.core.forwarding.AgentForwarding`).
+        self.agent: Any = None
+        self._received_seen = -1
+
+    # -- waiting -------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        """Tell the procedures waiting on this link to try again (after progress)."""
+        waker = self.waker
+        if waker is not None:
+            waker.wake()
+
+    def wait(self, timeout: Optional[float], what: str = "waiting for the server",
+             limit: Optional[float] = None) -> Procedure[None]:
+        """Wait once for the socket (or a :meth:`wake`); Timeout after ``timeout`` seconds
+        (``limit``: the whole phase's, for the message)."""
+        request = SessionIO(self, deadline_after(timeout))
+        if self.before_wait:
+            yield from self._before_wait()
+        self._check_before_wait()
+        if not (yield request):
+            raise self.timed_out(what, timeout if limit is None else limit)
+        if self.lost is not None:
+            raise self.lost
+
+    def _before_wait(self) -> Procedure[None]:
+        for hook in tuple(self.before_wait):
+            yield from hook()
+
+    def _check_before_wait(self) -> None:
+        """Raise if the link is lost or closed; wake the others if our call read from the
+        socket though it got nothing for itself (what it read may be another procedure's
+        reply, now queued in libssh2 where that procedure's socket wait never sees it)."""
+        if self.lost is not None:
+            raise self.lost
+        session = self.session
+        if session is None:
+            raise exc.ConnectionError.at(self.host, self.port, "the connection is closed")
+        received = session.bytes_received
+        if received != self._received_seen:
+            self._received_seen = received
+            self.wake()
+
+    def timed_out(self, what: str, limit: Optional[float]) -> exc.Timeout:
+        return exc.Timeout("%s:%s: %s: nothing within %.3g s", self.host, self.port, what,
+                           limit or 0, host=self.host, port=self.port)
+
+    def _wait_request(self, limit: Optional[float], what, request: Optional[SessionIO]
+                      ) -> SessionIO:
+        """The request for the next wait of a call bounded by ``limit`` (made at its first
+        wait, reused for the rest); Timeout if its deadline has passed. ``what``: a text,
+        or the function called (named only if it comes to a timeout)."""
+        if request is None:
+            request = SessionIO(self, deadline_after(limit))
+        elif request.deadline is not None and monotonic() >= request.deadline:
+            raise self.timed_out(_what(what), limit)
+        self._check_before_wait()
+        return request
+
+    # -- calling libssh2 -----------------------------------------------------------------
+
+    def call(self, fn: Callable, *args, timeout=UNSET, what: str = "") -> Procedure[Any]:
+        """``fn(*args)``, called again after each EAGAIN until it gives a result;
+        ``timeout`` (default: the link's) bounds the whole call, however many waits."""
+        result = fn(*args)
+        if result.__class__ is not int or result != LIBSSH2_ERROR_EAGAIN:
+            self.wake()
+            return result
+        # This is the hot path of every transfer: one request per call, no sub-generators.
+        limit = self.timeout if timeout is UNSET else timeout
+        request = None
+        while True:
+            if self.before_wait:
+                yield from self._before_wait()
+            request = self._wait_request(limit, what or fn, request)
+            if not (yield request):
+                raise self.timed_out(_what(what or fn), limit)
+            if self.lost is not None:
+                raise self.lost
+            result = fn(*args)
+            if result.__class__ is not int or result != LIBSSH2_ERROR_EAGAIN:
+                self.wake()
+                return result
+
+    def exclusive(self, fn: Callable, *args, timeout=UNSET, what: str = "") -> Procedure[Any]:
+        """:meth:`call` for the calls whose progress libssh2 keeps in the session, not in
+        a channel: opening channels (session, direct-tcpip, SCP), starting SFTP, remote
+        listeners. Two in progress at once would share that state (one's open would
+        finish the other's), so they run one at a time; the wait for a turn counts
+        toward ``timeout``."""
+        limit = self.timeout if timeout is UNSET else timeout
+        deadline = deadline_after(limit)
+        if not (yield from self.opening.enter(deadline)):
+            raise exc.Timeout("%s:%s: %s: waited %.3g s for other requests", self.host,
+                              self.port, what or getattr(fn, "__name__", "request"), limit,
+                              host=self.host, port=self.port)
+        try:
+            return (yield from self.call(fn, *args, timeout=remaining(deadline), what=what))
+        finally:
+            self.opening.leave()
+
+    def write(self, write: Callable, data, timeout=UNSET,
+              what: str = "writing") -> Procedure[None]:
+        """Write all of ``data`` with ``write`` (calls returning ``(rc, written)``),
+        resuming after each EAGAIN from the last byte written; ``timeout`` bounds it all."""
+        limit = self.timeout if timeout is UNSET else timeout
+        view, total, size = memoryview(data), 0, len(data)
+        request = None
+        while total < size:
+            rc, written = write(view[total:] if total else data)
+            total += written
+            if rc == LIBSSH2_ERROR_EAGAIN:
+                if self.before_wait:
+                    yield from self._before_wait()
+                request = self._wait_request(limit, what, request)
+                if not (yield request):
+                    raise self.timed_out(what, limit)
+                if self.lost is not None:
+                    raise self.lost
+            elif written:
+                self.wake()
+
+    # -- liveness ------------------------------------------------------------------------
+
+    def lose(self, reason: str) -> exc.PSSHError:
+        """Fail every wait on this link from now on (and wake the waiting ones)."""
+        log.warning("%s:%s: %s; closing the connection", self.host, self.port, reason)
+        self.lost = exc.ConnectionError.at(self.host, self.port, reason)
+        self.wake()
+        return self.lost
+
+    @property
+    def closed(self) -> bool:
+        return self.session is None
+
+    def close(self) -> None:
+        """Stop background tasks, say goodbye without waiting, close the socket
+        (idempotent); then the ``on_close`` hooks run."""
+        tasks, self.tasks = self.tasks, []
+        for task in tasks:
+            task.cancel()
+        agent, self.agent = self.agent, None
+        if agent is not None:
+            agent.close()
+        session, self.session = self.session, None
+        sock = self.sock
+        if session is not None and sock is not None and _is_open(sock):
+            try:
+                session.disconnect()  # non-blocking: sent if the socket takes it
+            except ssh2_exc.SSH2Error:
+                pass
+        del session
+        self.wake()
+        waker = self.waker
+        if waker is not None:
+            waker.close()
+        if sock is not None:
+            sock.close()
+        hooks, self.on_close = self.on_close, []
+        for hook in hooks:
+            hook()
+
+
+def _what(what) -> str:
+    return what if isinstance(what, str) else getattr(what, "__name__", "request")
+
+
+def _is_open(sock) -> bool:
+    closed = getattr(sock, "closed", None)
+    if closed is not None and not callable(closed):
+        return not closed
+    try:
+        return sock.fileno() >= 0
+    except (OSError, ValueError):
+        return False
+
+
+__all__ = ["Link"]

@@ -1,0 +1,114 @@
+"""SCP transfers of single files.
+
+A download lands in a temporary file renamed over the target when complete,
+with the remote file's mode and times. An upload writes the remote file
+directly (``scp -t`` has no temporary name) with the local mode (OpenSSH's
+``scp -t`` keeps the upload time, not the local one); a failed upload is
+removed again over SFTP when the connection still allows.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import stat as _stat
+
+from pssh import exceptions as exc
+from pssh.core import sftp as core_sftp
+from pssh.core.link import Link
+from pssh.core.waits import Procedure
+from pssh.partial_files import keep_download, local_part_file
+from ssh2 import exceptions as ssh2_exc
+from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
+
+log = logging.getLogger("pssh.core.scp")
+
+CHUNK = 2 * 1024 * 1024
+
+
+def _close(link: Link, channel) -> Procedure[None]:
+    try:
+        yield from link.call(channel.close, what="closing the SCP channel")
+    except (ssh2_exc.SSH2Error, exc.PSSHError):
+        pass
+
+
+def download(link: Link, remote: str, local: str) -> Procedure[int]:
+    """Copy ``remote`` to ``local`` over SCP; returns the bytes copied."""
+    try:
+        channel, info = yield from link.exclusive(link.session.scp_recv2, remote,
+                                                  what="starting an SCP download")
+    except (exc.Timeout, exc.ConnectionError):
+        raise
+    except Exception as err:
+        raise exc.SCPError("error copying file %s from host %s: %s", remote, link.host, err,
+                           host=link.host, port=link.port) from err
+    fd, part = local_part_file(local)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            left = info.st_size
+            while left > 0:
+                size, data = channel.read(min(CHUNK, left))
+                if size == LIBSSH2_ERROR_EAGAIN:
+                    yield from link.wait(link.timeout, f"downloading {remote}")
+                elif size == 0:
+                    raise exc.SCPError("SCP download of %s from host %s ended %s bytes early",
+                                       remote, link.host, left, host=link.host, port=link.port)
+                else:
+                    link.wake()
+                    fh.write(data)
+                    left -= size
+        keep_download(part, local, info.st_mode, info.st_atime, info.st_mtime)
+    except BaseException:
+        os.unlink(part)
+        raise
+    finally:
+        yield from _close(link, channel)
+    return info.st_size
+
+
+def upload(link: Link, local: str, remote: str) -> Procedure[int]:
+    """Copy ``local`` to ``remote`` over SCP; returns the bytes copied."""
+    try:
+        fh = open(local, "rb")
+    except OSError as err:
+        raise exc.SCPError("cannot read local file %s for host %s: %s", local, link.host,
+                           err.strerror, host=link.host, port=link.port) from err
+    with fh:
+        st = os.fstat(fh.fileno())
+        try:
+            channel = yield from link.exclusive(
+                link.session.scp_send64, remote, _stat.S_IMODE(st.st_mode), st.st_size,
+                int(st.st_mtime), int(st.st_atime), what="starting an SCP upload")
+        except (exc.Timeout, exc.ConnectionError):
+            raise
+        except Exception as err:
+            raise exc.SCPError("cannot open remote file %s for writing on host %s: %s", remote,
+                               link.host, err, host=link.host, port=link.port) from err
+        try:
+            while data := fh.read(CHUNK):
+                yield from link.write(channel.write, data, what=f"uploading {remote}")
+            for step in (channel.send_eof, channel.wait_eof, channel.close,
+                         channel.wait_closed):
+                yield from link.call(step, what=f"ending the SCP upload of {remote}")
+        except BaseException as err:
+            yield from remove_partial(link, remote)
+            if isinstance(err, (ssh2_exc.SSH2Error, exc.PSSHError, OSError)) \
+                    and not isinstance(err, (exc.Timeout, exc.ConnectionError)):
+                raise exc.SCPError("writing remote file %s on host %s failed: %s", remote,
+                                   link.host, err, host=link.host, port=link.port) from err
+            raise
+    return st.st_size
+
+
+def remove_partial(link: Link, remote: str) -> Procedure[None]:
+    """A failed SCP upload leaves a truncated file: remove it (best effort, over SFTP)."""
+    if link.closed:
+        return
+    try:
+        sftp = yield from core_sftp.start(link)
+        yield from link.call(sftp.unlink, remote, what=f"removing {remote!r}")
+    except Exception as err:
+        log.warning("%s: could not remove the partial upload %s: %s", link.host, remote, err)
+
+
+__all__ = ["CHUNK", "download", "remove_partial", "upload"]

@@ -1,0 +1,280 @@
+"""SFTP: remote files and directories, and whole-file transfers that never leave a
+truncated file under the real name.
+
+A download is written to a temporary file beside its target and renamed over
+it once complete; an upload goes to a temporary remote name (``.<name>.<hex>.part``)
+and is renamed into place: with ``posix-rename@openssh.com`` where the server
+has it (atomic, replaces the target), else by removing the target first. A
+failed or interrupted upload removes its temporary file when the connection
+still allows. The bytes move in the bindings' C pumps (many requests in
+flight, no GIL) between waits.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import stat as _stat
+from typing import Callable, List, Optional
+
+from pssh import exceptions as exc
+from pssh.core.link import Link
+from pssh.core.waits import Procedure
+from pssh.partial_files import local_part_file, remote_part_name
+from ssh2 import exceptions as ssh2_exc
+from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
+from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
+                       LIBSSH2_FXF_TRUNC, LIBSSH2_FXF_WRITE, LIBSSH2_SFTP_S_IFDIR,
+                       LIBSSH2_SFTP_S_IFMT)
+
+log = logging.getLogger("pssh.core.sftp")
+
+#: ``progress(bytes done, total)`` of one file.
+Progress = Optional[Callable[[int, int], None]]
+DIR_MODE = 0o755
+_UPLOAD = LIBSSH2_FXF_CREAT | LIBSSH2_FXF_WRITE | LIBSSH2_FXF_TRUNC | LIBSSH2_FXF_EXCL
+_MISSING = (ssh2_exc.SFTPNoSuchFileError, ssh2_exc.SFTPHandleError)
+
+
+def is_dir(attrs) -> bool:
+    return attrs.permissions & LIBSSH2_SFTP_S_IFMT == LIBSSH2_SFTP_S_IFDIR
+
+
+def start(link: Link) -> Procedure[object]:
+    """A new SFTP session on the connection; :class:`~pssh.exceptions.SFTPError` if the
+    server refuses it."""
+    if link.session is None:
+        raise exc.SFTPError.at(link.host, link.port, "cannot start SFTP: the connection is "
+                               "closed")
+    try:
+        return (yield from link.exclusive(link.session.sftp_init, what="starting SFTP"))
+    except (exc.Timeout, exc.ConnectionError):
+        raise
+    except Exception as err:
+        raise exc.SFTPError("%s:%s: cannot start SFTP: %s", link.host, link.port, err,
+                            host=link.host, port=link.port) from err
+
+
+def stat(link: Link, sftp, path: str) -> Procedure[object]:
+    """The remote path's attributes, or None if it does not exist."""
+    try:
+        return (yield from link.call(sftp.stat, path, what=f"stat of {path!r}"))
+    except _MISSING:
+        return None
+
+
+def mkdir(link: Link, sftp, path: str, mode: int = DIR_MODE) -> Procedure[None]:
+    """Create one remote directory; :class:`~pssh.exceptions.SFTPIOError` if refused."""
+    try:
+        yield from link.call(sftp.mkdir, path, mode, what=f"mkdir of {path!r}")
+    except ssh2_exc.SSH2Error as err:
+        raise exc.SFTPIOError("cannot create directory %s on host %s: %s", path, link.host,
+                              err, host=link.host, port=link.port) from None
+    log.debug("%s: created remote directory %s", link.host, path)
+
+
+def makedirs(link: Link, sftp, directory: str) -> Procedure[None]:
+    """Create ``directory`` and its missing parents (``mkdir -p``)."""
+    path = "" if directory.startswith("/") else "."
+    for part in (p for p in directory.split("/") if p):
+        path = f"{path}/{part}"
+        attrs = yield from stat(link, sftp, path)
+        if attrs is None:
+            try:
+                yield from mkdir(link, sftp, path)
+                continue
+            except exc.SFTPIOError:
+                # SFTP v3 reports "exists" as a plain failure: another host or task may
+                # have made it, as mkdir -p tolerates.
+                attrs = yield from stat(link, sftp, path)
+                if attrs is None:
+                    raise
+        if not is_dir(attrs):
+            raise exc.SFTPIOError("%s on host %s exists and is not a directory", path,
+                                  link.host, host=link.host, port=link.port)
+
+
+def set_mode(link: Link, sftp, path: str, mode: int) -> Procedure[None]:
+    from ssh2.sftp_attributes import SFTPAttributes
+    attrs = SFTPAttributes()
+    attrs.permissions = mode
+    try:
+        yield from link.call(sftp.setstat, path, attrs, what=f"chmod of {path!r}")
+    except ssh2_exc.SSH2Error as err:
+        raise exc.SFTPIOError("cannot set the mode of %s on host %s: %s", path, link.host,
+                              err, host=link.host, port=link.port) from err
+
+
+def open_file(link: Link, sftp, path: str, flags: int, mode: int = 0) -> Procedure[object]:
+    """An open remote file handle; :class:`~pssh.exceptions.SFTPError` naming the host."""
+    try:
+        return (yield from link.call(sftp.open, path, flags, mode, what=f"opening {path!r}"))
+    except (exc.Timeout, exc.ConnectionError):
+        raise
+    except Exception as err:
+        raise exc.SFTPError("%s:%s: cannot open %s: %s", link.host, link.port, path, err,
+                            host=link.host, port=link.port) from err
+
+
+def close_handle(link: Link, handle) -> Procedure[None]:
+    """Close a remote file handle (a failure to is of no consequence here)."""
+    if handle.closed:
+        return
+    try:
+        yield from link.call(handle.close, what="closing a remote file")
+    except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
+        log.debug("%s: closing a remote file: %s", link.host, err)
+
+
+def listdir(link: Link, sftp, path: str) -> Procedure[List[bytes]]:
+    """The names in a remote directory, as bytes (``.`` and ``..`` included)."""
+    try:
+        handle = yield from link.call(sftp.opendir, path, what=f"opendir of {path!r}")
+    except ssh2_exc.SSH2Error as err:
+        raise exc.SFTPError("%s:%s: cannot open directory %s: %s", link.host, link.port, path,
+                            err, host=link.host, port=link.port) from err
+    names = []
+    try:
+        # The bindings' iterator yields an EAGAIN entry when it would block, then goes on.
+        for size, name, _ in handle.readdir():
+            if size == LIBSSH2_ERROR_EAGAIN:
+                yield from link.wait(link.timeout, "reading a directory")
+            else:
+                names.append(name)
+    finally:
+        yield from close_handle(link, handle)
+    return names
+
+
+def read(link: Link, handle, size: int, what: str) -> Procedure[bytes]:
+    """Up to ``size`` bytes of an open remote file (b"" at its end)."""
+    while True:
+        try:
+            n, data = handle.read(size)
+        except ssh2_exc.SSH2Error as err:
+            raise exc.SFTPIOError("%s:%s: %s failed: %s", link.host, link.port, what, err,
+                                  host=link.host, port=link.port) from err
+        if n != LIBSSH2_ERROR_EAGAIN:
+            link.wake()
+            return data
+        yield from link.wait(link.timeout, what)
+
+
+def write(link: Link, handle, data: bytes, what: str) -> Procedure[None]:
+    """Write all of ``data`` to an open remote file."""
+    try:
+        yield from link.write(handle.write, data, what=what)
+    except ssh2_exc.SSH2Error as err:
+        raise exc.SFTPIOError("%s:%s: %s failed: %s", link.host, link.port, what, err,
+                              host=link.host, port=link.port) from err
+
+
+# -- whole files ---------------------------------------------------------------------------
+
+def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = None,
+         total: int = 0) -> Procedure[int]:
+    """Run a bindings pump (``handle.pump_to_fd`` / ``pump_from_fd``) to its end,
+    waiting whenever it would block; returns the bytes moved."""
+    done = 0
+    while True:
+        rc, moved = step(fd)
+        done += moved
+        if moved:
+            link.wake()
+            if progress is not None:
+                progress(done, total)
+        if rc == 0:
+            return done
+        if rc == LIBSSH2_ERROR_EAGAIN:
+            yield from link.wait(link.timeout, what)
+
+
+def download(link: Link, sftp, remote: str, local: str, progress: Progress = None,
+             keep_mode: bool = True) -> Procedure[int]:
+    """Copy a remote file to ``local``, which appears only when complete (with the remote
+    file's permission bits unless ``keep_mode`` is off); returns its size."""
+    handle = yield from open_file(link, sftp, remote, LIBSSH2_FXF_READ)
+    fd, part = local_part_file(local)
+    try:
+        try:
+            attrs = yield from link.call(handle.fstat, what=f"fstat of {remote!r}")
+            total = yield from pump(link, handle.pump_to_fd, fd, f"downloading {remote}",
+                                    progress, attrs.filesize)
+        except ssh2_exc.SSH2Error as err:
+            raise exc.SFTPIOError("reading remote file %s on host %s failed: %s", remote,
+                                  link.host, err, host=link.host, port=link.port) from err
+        finally:
+            os.close(fd)
+            yield from close_handle(link, handle)
+        if keep_mode:
+            os.chmod(part, attrs.permissions & 0o7777)
+        os.replace(part, local)
+    except BaseException:
+        try:
+            os.unlink(part)
+        except OSError:
+            pass
+        raise
+    return total
+
+
+def upload(link: Link, sftp, local: str, remote: str, progress: Progress = None,
+           mode: Optional[int] = None) -> Procedure[int]:
+    """Copy ``local`` to ``remote`` (with the local file's permission bits unless
+    ``mode``); the remote file appears under its name only once complete."""
+    fd = os.open(local, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        mode = _stat.S_IMODE(st.st_mode) if mode is None else mode
+        part = remote_part_name(remote)
+        handle = yield from open_file(link, sftp, part, _UPLOAD, mode)
+        try:
+            try:
+                total = yield from pump(link, handle.pump_from_fd, fd, f"uploading {remote}",
+                                        progress, st.st_size)
+                yield from link.call(handle.close, what=f"closing {part!r}")
+            except ssh2_exc.SSH2Error as err:
+                raise exc.SFTPIOError("writing remote file %s on host %s failed: %s", remote,
+                                      link.host, err, host=link.host, port=link.port) from err
+            yield from rename_into_place(link, sftp, part, remote)
+        except BaseException:
+            yield from discard(link, sftp, handle, part)
+            raise
+    finally:
+        os.close(fd)
+    return total
+
+
+def rename_into_place(link: Link, sftp, part: str, remote: str) -> Procedure[None]:
+    """``part`` renamed to ``remote``, replacing it: atomically with posix-rename, else
+    (a server without that extension) by removing ``remote`` first."""
+    try:
+        yield from link.call(sftp.posix_rename, part, remote, what=f"renaming into {remote!r}")
+        return
+    except ssh2_exc.SFTPOpUnsupportedError:
+        pass
+    except ssh2_exc.SSH2Error as err:
+        raise exc.SFTPIOError("cannot move %s into place on host %s: %s", remote, link.host,
+                              err, host=link.host, port=link.port) from err
+    try:
+        try:
+            yield from link.call(sftp.unlink, remote, what=f"removing {remote!r}")
+        except ssh2_exc.SFTPNoSuchFileError:
+            pass
+        yield from link.call(sftp.rename, part, remote, what=f"renaming into {remote!r}")
+    except ssh2_exc.SSH2Error as err:
+        raise exc.SFTPIOError("cannot move %s into place on host %s: %s", remote, link.host,
+                              err, host=link.host, port=link.port) from err
+
+
+def discard(link: Link, sftp, handle, path: str) -> Procedure[None]:
+    """Best effort, after a failure: close the handle and remove the partial file."""
+    try:
+        yield from close_handle(link, handle)
+        yield from link.call(sftp.unlink, path, what=f"removing {path!r}")
+    except Exception as err:  # the connection may be what failed
+        log.debug("%s: could not remove partial file %s: %s", link.host, path, err)
+
+
+__all__ = ["DIR_MODE", "Progress", "close_handle", "discard", "download", "is_dir",
+           "listdir", "makedirs", "mkdir", "open_file", "pump", "read", "rename_into_place",
+           "set_mode", "start", "stat", "upload", "write"]

@@ -1,0 +1,232 @@
+"""A running command's channel: its output streams, standard input, and how it ended.
+
+stdout and stderr share one flow-control window: a command that fills stderr
+while the caller reads only stdout would stall. Whenever the stream being read
+has nothing, :meth:`CommandStreams.fill` drains the other one into its buffer
+before waiting. Nothing reads in the background: output is read when someone
+asks for it, and memory stays bounded by what was read and not yet consumed.
+
+The buffers are the front end's (parallel-ssh's ``ConcurrentRWBuffer`` for the
+gevent client, plain :class:`StreamBuffer` otherwise); each takes ``append``,
+says ``bool()`` whether it holds unread data, and ``end()`` marks its stream's end.
+"""
+from __future__ import annotations
+
+import logging
+from collections import deque
+from typing import Optional, Tuple
+
+from pssh import exceptions as exc
+from pssh.channel_io import data_pending, read_available
+from pssh.core.link import Link
+from pssh.deadlines import UNSET, deadline_after, remaining
+from pssh.core.waits import Procedure
+from ssh2 import exceptions as ssh2_exc
+
+log = logging.getLogger("pssh.core.streams")
+
+
+class StreamBuffer:
+    """One stream's unread chunks and whether it has ended."""
+
+    __slots__ = ("chunks", "ended")
+
+    def __init__(self) -> None:
+        self.chunks: deque = deque()
+        self.ended = False
+
+    def append(self, data: bytes) -> None:
+        self.chunks.append(data)
+
+    def end(self) -> None:
+        self.ended = True
+
+    def __bool__(self) -> bool:
+        return bool(self.chunks)
+
+    def take(self) -> bytes:
+        """Everything buffered, consumed."""
+        data = b"".join(self.chunks)
+        self.chunks.clear()
+        return data
+
+
+#: (signal name, core dumped, message, language) of a command killed by a signal.
+ExitSignal = Tuple[str, bool, str, str]
+
+
+class CommandStreams:
+    """Owns a command's channel: its two stream buffers, stdin, EOF and exit status."""
+
+    def __init__(self, link: Link, channel, stdout=None, stderr=None) -> None:
+        self.link = link
+        self.channel = channel
+        self.buffers = (stdout if stdout is not None else StreamBuffer(),
+                        stderr if stderr is not None else StreamBuffer())
+        self.exit_code: Optional[int] = None
+        self.exit_signal: Optional[ExitSignal] = None
+        #: The channel is closed (or given up): nothing more will be read.
+        self.closed = False
+        #: The environment marker of a cancellable command (see pssh.cancel).
+        self.marker: Optional[str] = None
+        #: Close the channel as soon as both streams end. A relay, which may still send
+        #: after the far end's EOF, turns this off and closes it itself (nothing may
+        #: follow our close: sshd drops the connection).
+        self.auto_finish = True
+        self._eof_sent = False
+
+    @property
+    def at_eof(self) -> bool:
+        """Both streams have ended (the command finished writing)."""
+        return self.buffers[0].ended and self.buffers[1].ended
+
+    # -- reading -------------------------------------------------------------------------
+
+    def read_some(self, stream: int, enough: bool = False) -> bool:
+        """Move what libssh2 holds for ``stream`` into its buffer without waiting; True if
+        anything came (with ``enough``, stop at the first chunk: see
+        :func:`pssh.channel_io.read_available`)."""
+        buffer = self.buffers[stream]
+        if buffer.ended:
+            return False
+        if self.closed:
+            buffer.end()
+            return True
+        progress, ended = read_available(self.channel, stream, buffer.append,
+                                         buffer.__bool__ if enough else None)
+        if ended:
+            buffer.end()
+        if progress:
+            self.link.wake()
+        return progress
+
+    def pending(self) -> bool:
+        """Whether libssh2 already holds data or EOF for the channel."""
+        return not self.closed and data_pending(self.channel)
+
+    def fill(self, stream: int, deadline: Optional[float]) -> Procedure[None]:
+        """Read until ``stream`` has data or has ended, draining the other stream meanwhile;
+        Timeout once ``deadline`` has passed."""
+        buffer = self.buffers[stream]
+        while not buffer and not buffer.ended:
+            if self.read_some(stream, enough=True) or self.read_some(1 - stream):
+                continue
+            if not self.pending():
+                left = remaining(deadline)
+                if left == 0:
+                    raise exc.Timeout.at(self.link.host, self.link.port,
+                                         "no output within the read timeout")
+                yield from self.link.wait(left, "reading output")
+        if buffer.ended:
+            # The other stream has usually ended too (one EOF covers the channel): then
+            # the exit status can be collected now.
+            self.read_some(1 - stream)
+        if self.at_eof and self.auto_finish:
+            yield from self.finish()
+
+    def read_or_wait(self, timeout: Optional[float] = None) -> Procedure[None]:
+        """Read what has come for either stream; if nothing had, wait once."""
+        if not (self.read_some(0) | self.read_some(1)) and not self.pending() \
+                and not self.at_eof:
+            yield from self.link.wait(timeout, "reading output")
+
+    def wait_eof(self, timeout: Optional[float] = None, consume: bool = False,
+                 settle: bool = False) -> Procedure[None]:
+        """Read (with ``consume``, discard) all output until both streams end, then close
+        the channel; Timeout after ``timeout`` seconds.
+
+        With ``settle``, the server's own close is awaited before ours: sshd sends
+        the exit status or signal just before it, when it has reaped the command,
+        which can be later than the EOF; a close of ours that got there first
+        would make it drop them.
+        """
+        deadline = deadline_after(timeout)
+        while not self.at_eof:
+            progress = self.read_some(0) | self.read_some(1)
+            if consume:
+                self.discard()
+            if not progress and not self.at_eof and not self.pending():
+                left = remaining(deadline)
+                if left == 0:
+                    raise exc.Timeout.at(self.link.host, self.link.port,
+                                         f"command still running after {timeout} s")
+                yield from self.link.wait(left, "command still running")
+        if consume:
+            self.discard()
+        if settle and not self.closed:
+            yield from self.link.call(self.channel.wait_closed, timeout=remaining(deadline),
+                                      what="waiting for the exit status")
+        yield from self.finish()
+
+    def discard(self) -> None:
+        """Drop what the buffers hold."""
+        for buffer in self.buffers:
+            if buffer:
+                buffer.take()
+
+    def finish(self, timeout=UNSET) -> Procedure[None]:
+        """Close the channel, wait for the server's close, keep the exit status
+        (idempotent). A server that does not answer within ``timeout`` (the link's by
+        default) leaves the channel given up: no exit status."""
+        if self.closed:
+            return
+        self.closed = True
+        try:
+            # libssh2's close also waits for the server's close (wait_closed would
+            # refuse a channel closed before the command's EOF).
+            yield from self.link.call(self.channel.close, timeout=timeout,
+                                      what="closing the channel")
+        finally:
+            for buffer in self.buffers:
+                if not buffer.ended:
+                    buffer.end()
+        _, name, message, language = self.channel.get_exit_signal()
+        if name:
+            self.exit_signal = (name.decode(errors="replace"), False,
+                                (message or b"").decode(errors="replace"),
+                                (language or b"").decode(errors="replace"))
+        # A command killed by a signal has no exit status (libssh2 would say 0).
+        self.exit_code = None if self.exit_signal else self.channel.get_exit_status()
+
+    def close(self, timeout=UNSET) -> Procedure[None]:
+        """Stop the command's output here: keep what was read, close the channel."""
+        for stream in (0, 1):
+            try:
+                self.read_some(stream)
+            except ssh2_exc.SSH2Error as err:
+                log.debug("%s: reading before close: %s", self.link.host, err)
+        yield from self.finish(timeout)
+
+    def abandon(self) -> bool:
+        """Give the command up without waiting: send the channel's close (libssh2 drops
+        its later packets). False if even that could not be sent."""
+        if self.closed:
+            return True
+        self.closed = True
+        for buffer in self.buffers:
+            if not buffer.ended:
+                buffer.end()
+        try:
+            self.channel.close()  # EAGAIN: the server has not answered yet
+        except ssh2_exc.SSH2Error as err:
+            log.debug("%s: closing an abandoned channel failed: %s", self.link.host, err)
+            return False
+        return True
+
+    # -- writing -------------------------------------------------------------------------
+
+    def write(self, data) -> Procedure[None]:
+        """Send ``data`` (bytes) to the command's standard input."""
+        yield from self.link.write(self.channel.write, data, what="writing stdin")
+
+    def flush(self) -> Procedure[None]:
+        yield from self.link.call(self.channel.flush, what="flushing stdin")
+
+    def send_eof(self) -> Procedure[None]:
+        """End the command's standard input (once)."""
+        if not self._eof_sent and not self.closed:
+            self._eof_sent = True
+            yield from self.link.call(self.channel.send_eof, what="ending stdin")
+
+
+__all__ = ["CommandStreams", "ExitSignal", "StreamBuffer"]
