@@ -11,6 +11,12 @@ its import::
         result = await conn.run("uname -a", check=True)
         print(result.stdout, result.exit_status)
 
+asyncssh's callback style is there too (:func:`create_connection` with an
+:class:`SSHClient`, ``conn.create_session`` with an :class:`SSHClientSession`,
+``conn.create_connection`` / ``create_server`` with an :class:`SSHTCPSession`), and
+so are its exceptions (:class:`Error` and the rest, each also the matching
+:mod:`pssh.exceptions` class).
+
 Many hosts: ``async for r in aio.run_on_hosts(hosts, "uptime", limit=100, timeout=30)``
 yields each host's :class:`HostResult` as it completes; :func:`gather_hosts` collects
 them in host order.
@@ -19,14 +25,35 @@ Every libssh2 call runs non-blocking on the loop's thread; waits are
 ``add_reader`` / ``add_writer`` on the socket in the direction libssh2 asks
 for. No thread per connection.
 """
+from pssh.aio.callbacks import SSHClient, create_connection
 from pssh.aio.connection import SSHClientConnection, connect
-from pssh.aio.exceptions import DisconnectError, HostKeyNotVerifiable, PermissionDenied, ProcessError
+from pssh.aio.constants import *  # noqa: F401,F403  (asyncssh's protocol constants)
+from pssh.aio.constants import DataType, EXTENDED_DATA_STDERR
+from pssh.aio.exceptions import (ChannelListenError, ChannelOpenError, CompressionError,
+                                 ConnectionLost, ConnectTimeout, DisconnectError, Error,
+                                 HostKeyNotVerifiable, HostNotFound, IllegalUserName,
+                                 KeyEncryptionError, KeyExchangeFailed, KeyFileNotFound,
+                                 KeyImportError, MACError, PermissionDenied, ProcessError,
+                                 ProtocolError, ProtocolNotSupported, ServiceNotAvailable,
+                                 TimeoutError)
 from pssh.aio.many import HostResult, gather_hosts, run_on_hosts
 from pssh.aio.process import SSHClientProcess, SSHCompletedProcess, SSHReader, SSHWriter
+from pssh.aio.redirect import DEVNULL, PIPE, STDOUT
 from pssh.aio.scp import scp
+from pssh.aio.session import (SSHClientChannel, SSHClientSession, SSHForwarder,
+                              SSHTCPChannel, SSHTCPSession)
 from pssh.aio.sftp import SFTPAttrs, SFTPClient
+from pssh.aio.sftp_errors import *  # noqa: F401,F403  (SFTPError and one class per status)
+from pssh.aio.sftp_errors import SFTPError
 
-__all__ = ["DisconnectError", "HostKeyNotVerifiable", "HostResult", "PermissionDenied",
-           "ProcessError", "SFTPAttrs", "SFTPClient", "SSHClientConnection", "SSHClientProcess",
-           "SSHCompletedProcess", "SSHReader", "SSHWriter", "connect", "gather_hosts",
-           "run_on_hosts", "scp"]
+__all__ = ["ChannelListenError", "ChannelOpenError", "CompressionError", "ConnectionLost",
+           "ConnectTimeout", "DEVNULL", "DataType", "DisconnectError", "EXTENDED_DATA_STDERR",
+           "Error", "HostKeyNotVerifiable", "HostNotFound", "HostResult", "IllegalUserName",
+           "KeyEncryptionError", "KeyExchangeFailed", "KeyFileNotFound", "KeyImportError",
+           "MACError", "PIPE", "PermissionDenied", "ProcessError", "ProtocolError",
+           "ProtocolNotSupported", "SFTPAttrs", "SFTPClient", "SFTPError", "STDOUT",
+           "SSHClient", "SSHClientChannel", "SSHClientConnection", "SSHClientProcess",
+           "SSHClientSession", "SSHCompletedProcess", "SSHForwarder", "SSHReader",
+           "SSHTCPChannel", "SSHTCPSession", "SSHWriter", "ServiceNotAvailable",
+           "TimeoutError", "connect", "create_connection", "gather_hosts", "run_on_hosts",
+           "scp"]

@@ -17,7 +17,10 @@ from typing import Optional, Sequence, Union
 from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
 from pssh.aio.driver import AsyncSessionDriver, deadline_after, remaining
-from pssh.aio.exceptions import HostKeyNotVerifiable, PermissionDenied, ProcessError
+from pssh.aio.exceptions import (ConnectionLost, ConnectTimeout, HostKeyNotVerifiable,
+                                 HostNotFound, KeyEncryptionError, KeyFileNotFound,
+                                 KeyImportError, PermissionDenied, ProcessError,
+                                 channel_open_error, connection_errors, disconnect_error)
 from pssh.aio.process import ChannelStreams, SSHClientProcess, SSHCompletedProcess
 from pssh.cancel import kill_script, new_marker, with_marker
 from pssh.keys import inspect_key, inspect_key_file
@@ -55,7 +58,8 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
             keepalive_count_max: Optional[int] = None,
             agent_forwarding: Optional[bool] = None,
             encryption_algs: Algorithms = None, mac_algs: Algorithms = None,
-            kex_algs: Algorithms = None) -> AwaitableContext:
+            kex_algs: Algorithms = None, login_timeout: Optional[float] = None,
+            client_factory=None) -> AwaitableContext:
     """Connect to ``host``, check its host key, log in; ``await`` it or ``async with`` it.
 
     asyncssh's names: ``username``, ``client_keys`` (key file paths or key
@@ -77,6 +81,13 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
     ``Ciphers`` syntax: ``"+aes128-cbc"`` adds to the default, ``"-chacha*"``
     removes, ``"^aes256-ctr"`` puts first); default: the ssh config's
     Ciphers / MACs / KexAlgorithms, else libssh2's (fastest cipher first).
+    ``login_timeout``: the handshake and login (after the TCP connection) must be done
+    within it, else :class:`ConnectionLost` ("Login timeout expired"), as in asyncssh;
+    ``connect_timeout`` running out instead raises :class:`ConnectTimeout` (an
+    ``asyncio.TimeoutError``, which is what asyncssh raises).
+    ``client_factory``: an :class:`~pssh.aio.SSHClient` subclass (or a callable making one)
+    whose callbacks see the connection's events and may supply host key decisions and
+    credentials (see :mod:`pssh.aio.callbacks`).
     """
     policy = host_key_policy
     if known_hosts is None:
@@ -91,7 +102,7 @@ def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = 
         macs=_algorithms(mac_algs), kex_algorithms=_algorithms(kex_algs))
     return AwaitableContext(_connect(host, options, ssh_config, client_keys, connect_timeout,
                                       None if agent_path in (None, _NOT_GIVEN) else agent_path,
-                                      tunnel))
+                                      tunnel, login_timeout, client_factory))
 
 
 def _algorithms(algs: Algorithms) -> Optional[str]:
@@ -99,25 +110,46 @@ def _algorithms(algs: Algorithms) -> Optional[str]:
     return algs if algs is None or isinstance(algs, str) else ",".join(algs)
 
 
-async def _connect(host, options, ssh_config, client_keys, connect_timeout, agent_path, tunnel):
+async def _connect(host, options, ssh_config, client_keys, connect_timeout, agent_path, tunnel,
+                   login_timeout=None, client_factory=None):
     resolved = options.resolve(host, ssh_config_of(ssh_config))
     limit = connect_timeout if connect_timeout is not None else resolved.connect_timeout
     deadline = deadline_after(limit)
     relay = None
     if tunnel is not None:
         from pssh.aio.forward import tunnel_socket
-        sock, relay = await asyncio.wait_for(
-            tunnel_socket(tunnel, resolved.hostname, resolved.port), limit)
+        try:
+            sock, relay = await asyncio.wait_for(
+                tunnel_socket(tunnel, resolved.hostname, resolved.port), limit)
+        except asyncio.TimeoutError:
+            raise ConnectTimeout.at(host, resolved.port, f"cannot connect through "
+                                    f"{tunnel.host}: no answer within {limit} s") from None
     else:
         sock = await _open_socket(resolved.hostname, resolved.port, host, deadline)
-    conn = SSHClientConnection(host, resolved, sock)
+    client = client_factory() if client_factory is not None else None
+    conn = SSHClientConnection(host, resolved, sock, client)
     conn._relay = relay
+    login_deadline = deadline_after(login_timeout)
     try:
-        await conn._start(deadline, client_keys, agent_path)
-    except BaseException:
-        conn.close()
+        await conn._start(_earliest(deadline, login_deadline), client_keys, agent_path)
+    except BaseException as err:
+        conn.close(err if isinstance(err, Exception) else None)
+        if isinstance(err, exc.Timeout) and not isinstance(err, exc.ConnectTimeout):
+            if login_deadline is not None and remaining(login_deadline) == 0:
+                raise ConnectionLost("Login timeout expired", host=host,
+                                     port=resolved.port) from err
+            raise ConnectTimeout.at(host, resolved.port, f"{err.reason} (connect_timeout "
+                                    f"{limit} s)") from err
+        if isinstance(err, ssh2_exc.SSH2Error):
+            raise disconnect_error(host, resolved.port, err) from err
         raise
     return conn
+
+
+def _earliest(*deadlines):
+    """The first of the deadlines given (None: no deadline)."""
+    given = [d for d in deadlines if d is not None]
+    return min(given) if given else None
 
 
 async def _open_socket(hostname: str, port: int, host: str, deadline: float) -> socket.socket:
@@ -135,10 +167,10 @@ async def _open_socket(hostname: str, port: int, host: str, deadline: float) -> 
                 loop.getaddrinfo(hostname, port, type=socket.SOCK_STREAM,
                                  proto=socket.IPPROTO_TCP), limit)
     except socket.gaierror as err:
-        raise exc.UnknownHostError("cannot resolve host name %s: %s", hostname,
-                                   err.strerror or err, host=host, port=port) from None
+        raise HostNotFound("cannot resolve host name %s: %s", hostname,
+                           err.strerror or err, host=host, port=port) from None
     except asyncio.TimeoutError:
-        raise exc.ConnectTimeout.at(host, port, f"resolving took over {limit} s") from None
+        raise ConnectTimeout.at(host, port, f"resolving took over {limit} s") from None
     refused = None
     for family, kind, proto, _, address in infos:
         sock = socket.socket(family, kind, proto)
@@ -151,8 +183,8 @@ async def _open_socket(hostname: str, port: int, host: str, deadline: float) -> 
             refused = err
         except asyncio.TimeoutError:
             sock.close()
-            raise exc.ConnectTimeout.at(host, port, f"cannot connect: no answer within "
-                                                    f"{limit} s") from None
+            raise ConnectTimeout.at(host, port, f"cannot connect: no answer within "
+                                                f"{limit} s") from None
         except BaseException as err:
             sock.close()
             if isinstance(err, OSError):
@@ -165,19 +197,34 @@ async def _open_socket(hostname: str, port: int, host: str, deadline: float) -> 
 class SSHClientConnection:
     """An authenticated SSH connection (asyncssh's name); from :func:`connect`."""
 
-    def __init__(self, host: str, resolved, sock: socket.socket) -> None:
+    def __init__(self, host: str, resolved, sock: socket.socket, client=None) -> None:
         self.host = host
         self.port = resolved.port
         self.username = resolved.user
         self._resolved = resolved
         self.session = Session()
         self.session.set_blocking(False)
-        self._driver = AsyncSessionDriver(sock, self.session, host, self.port, resolved.timeout)
+        self._driver = AsyncSessionDriver(sock, self.session, host, self.port, resolved.timeout,
+                                          lost_error=ConnectionLost)
         self._driver.on_close.append(self.close)  # a lost server closes the connection too
         self._closed = asyncio.Event()
         self._relay: Optional[asyncio.Future] = None
         self._agent = None  # an AgentForwarder when agent_forwarding is on
         self._cleanups: set = set()  # tasks stopping remote commands
+        self._peername = _address(sock.getpeername)
+        self._sockname = _address(sock.getsockname)
+        #: The :class:`~pssh.aio.SSHClient` told of this connection's events (if any).
+        self._client = client
+        if client is not None:
+            client.connection_made(self)
+
+    def get_extra_info(self, name: str, default=None):
+        """asyncssh's connection details: ``peername`` and ``sockname`` (address, port),
+        ``username``, ``host``, ``port``, ``server_version`` (the server's SSH banner)."""
+        if name == "server_version" and self.session is not None:
+            return self.session.banner_get() or default
+        return {"peername": self._peername, "sockname": self._sockname,
+                "username": self.username, "host": self.host, "port": self.port}.get(name, default)
 
     # -- connecting --------------------------------------------------------------------
 
@@ -186,17 +233,32 @@ class SSHClientConnection:
         prepare_session(session, self._resolved, self.host)
         await self._driver.eagain(session.handshake, self._driver.sock,
                                   timeout=_left(deadline), what="SSH handshake")
-        try:
-            verify_host_key(session, self._resolved.host_key_name, self.port,
-                            options.host_key_policy, options.known_hosts)
-        except exc.HostKeyError as err:
-            raise HostKeyNotVerifiable(*err.args, host=err.host, port=err.port) from err
+        self._verify_host_key(options)
+        if self._client is not None:
+            self._client.begin_auth(self.username)
         await self._login(deadline, client_keys, agent_path)
+        if self._client is not None:
+            self._client.auth_completed()
         if options.keepalive_seconds:
             self._driver.start_keepalive(options.keepalive_seconds,
                                          options.keepalive_count_max or 0)
         if options.forward_ssh_agent:
             self._forward_agent(agent_path or os.environ.get("SSH_AUTH_SOCK"))
+
+    def _verify_host_key(self, options) -> None:
+        """known_hosts under the policy; an unknown host goes to the client's
+        ``validate_host_public_key`` when it has one of its own."""
+        from pssh.aio.callbacks import asks_host_keys, host_key_accepted
+        asking = asks_host_keys(self._client) and options.host_key_policy != "off"
+        try:
+            verify_host_key(self.session, self._resolved.host_key_name, self.port,
+                            "strict" if asking else options.host_key_policy,
+                            options.known_hosts)
+        except exc.UnknownHostKeyError as err:
+            if not (asking and host_key_accepted(self)):
+                raise HostKeyNotVerifiable(err.reason, host=self.host, port=self.port) from err
+        except exc.HostKeyError as err:
+            raise HostKeyNotVerifiable(err.reason, host=self.host, port=self.port) from err
 
     def _forward_agent(self, agent_path: Optional[str]) -> None:
         if not agent_path:
@@ -224,13 +286,21 @@ class SSHClientConnection:
         for key in keys:
             if await self._key_login(key, passphrase, deadline, tried):
                 return
-        if options.password is not None:
-            attempt = password_attempt(self.session, self.username, options.password,
-                                       options.keyboard_interactive)
-            if await self._attempts([attempt], deadline, tried):
+        if self._client is not None:
+            from pssh.aio.callbacks import client_logins
+            if await client_logins(self, deadline, tried):
                 return
-        raise PermissionDenied.at(self.host, self.port, f"authentication as {self.username!r} "
-                                  f"failed (tried: {', '.join(tried) or 'nothing'})")
+        elif options.password is not None:
+            if await self._password_login(options.password, deadline, tried):
+                return
+        raise PermissionDenied(f"authentication as {self.username!r} failed "
+                               f"(tried: {', '.join(tried) or 'nothing'})",
+                               host=self.host, port=self.port)
+
+    async def _password_login(self, password: str, deadline, tried: list) -> bool:
+        attempt = password_attempt(self.session, self.username, password,
+                                   self._resolved.options.keyboard_interactive)
+        return await self._attempts([attempt], deadline, tried)
 
     async def _attempts(self, attempts, deadline, tried: list) -> bool:
         """Make each login call in turn until one logs us in."""
@@ -251,15 +321,27 @@ class SSHClientConnection:
     async def _key_login(self, key: Key, passphrase: str, deadline, tried: list) -> bool:
         if isinstance(key, (bytes, bytearray)):
             key, name = bytes(key), "the private key given in memory"
-            info = inspect_key(key, name)
+            info = inspect_key(key, name, KeyImportError)
             attempts = [key_data_attempt(self.session, self.username, key, passphrase)]
         else:
             key = os.path.expanduser(os.fspath(key))
-            info, name = inspect_key_file(key), f"private key file {key}"
+            if not os.path.exists(key):
+                raise KeyFileNotFound("private key file %s does not exist", key,
+                                      host=self.host, port=self.port)
+            name = f"private key file {key}"
+            try:
+                info = inspect_key_file(key)
+            except exc.PKeyFileError as err:   # not a key libssh2 reads
+                raise KeyImportError(*err.args, host=self.host, port=self.port) from None
             # Its certificate, when ``<key>-cert.pub`` is beside it, as ssh does.
             attempts = key_file_attempts(self.session, self.username, key, passphrase)
         try:
-            with key_errors(info, name, passphrase):
+            if info.encrypted and not passphrase:
+                # asyncssh's error for this: KeyImportError, and KeyEncryptionError for a
+                # wrong passphrase (raised by key_errors below).
+                raise KeyImportError("%s is encrypted: give its passphrase (passphrase=)"
+                                     % name)
+            with key_errors(info, name, passphrase, error=KeyEncryptionError):
                 return await self._attempts(attempts, deadline, tried)
         except exc.PKeyFileError as err:
             err.host, err.port = self.host, self.port
@@ -286,63 +368,97 @@ class SSHClientConnection:
 
     # -- commands ------------------------------------------------------------------------
 
-    async def _open(self, command: str, env, term_type, term_size) -> "ChannelStreams":
+    async def _open(self, command: Optional[str], env, term_type, term_size,
+                    subsystem: Optional[str] = None) -> "ChannelStreams":
+        """A session channel running ``command`` (None: the login shell; or ``subsystem``)."""
         if self.session is None:
-            raise exc.SessionError.at(self.host, self.port, "the connection is closed")
-        channel = await self._driver.exclusive(self.session.open_session,
-                                               what="opening a channel")
-        streams = ChannelStreams(self._driver, channel, None)
-        try:
-            if self._agent is not None:
-                await self._agent.request(channel)
-            for name, value in (env or {}).items():
-                await self._driver.eagain(channel.setenv, str(name), str(value),
-                                          what="setting the environment")
-            if term_type:
-                width, height = term_size or (80, 24)
-                await self._driver.eagain(channel.pty, term_type, width, height,
-                                          what="asking for a terminal")
-            await self._driver.eagain(channel.execute, command, what="starting the command")
-        except BaseException:
-            streams.closed = True
-            raise
+            raise ConnectionLost("the connection is closed", host=self.host, port=self.port)
+        with connection_errors(self.host, self.port):
+            try:
+                channel = await self._driver.exclusive(self.session.open_session,
+                                                       what="opening a channel")
+            except ssh2_exc.ChannelError as err:
+                raise channel_open_error(self.host, self.port, "opening a session channel",
+                                         err) from err
+            streams = ChannelStreams(self._driver, channel, None)
+            try:
+                await self._start_channel(channel, command, env, term_type, term_size, subsystem)
+            except BaseException:
+                streams.closed = True
+                raise
         return streams
 
-    async def create_process(self, command: str, *, env=None, term_type: Optional[str] = None,
-                             term_size=None, encoding: Optional[str] = "utf-8",
-                             errors: str = "strict",
-                             cancellable: bool = False) -> SSHClientProcess:
-        """Start ``command``; its ``stdin``, ``stdout``, ``stderr`` are streams.
+    async def _start_channel(self, channel, command, env, term_type, term_size,
+                             subsystem) -> None:
+        if self._agent is not None:
+            await self._agent.request(channel)
+        for name, value in (env or {}).items():
+            try:
+                await self._driver.eagain(channel.setenv, str(name), str(value),
+                                          what="setting the environment")
+            except ssh2_exc.ChannelError as err:
+                # asyncssh asks without waiting for an answer: a refusal (sshd's AcceptEnv)
+                # does not stop the command. Logged here.
+                log.info("%s: the server did not set %s (%s)", self.host, name, err)
+        if term_type:
+            width, height = (term_size or (80, 24))[:2]
+            await self._driver.eagain(channel.pty, term_type, width, height,
+                                      what="asking for a terminal")
+        if subsystem is not None:
+            await self._driver.eagain(channel.subsystem, subsystem,
+                                      what=f"starting subsystem {subsystem}")
+        elif command is None:
+            await self._driver.eagain(channel.shell, what="starting a shell")
+        else:
+            await self._driver.eagain(channel.execute, command, what="starting the command")
+
+    async def create_process(self, command: Optional[str] = None, *, env=None,
+                             term_type: Optional[str] = None, term_size=None,
+                             encoding: Optional[str] = "utf-8", errors: str = "strict",
+                             cancellable: bool = False, stdin=None, stdout=None, stderr=None,
+                             subsystem: Optional[str] = None) -> SSHClientProcess:
+        """Start ``command`` (None: the login shell); its ``stdin``, ``stdout``, ``stderr``
+        are streams, or redirected by ``stdin=``, ``stdout=``, ``stderr=`` (paths, file
+        objects, pipes, other processes' streams, ``DEVNULL``: see
+        :mod:`pssh.aio.redirect`).
 
         ``cancellable`` (ours): the command and its children carry a marker in
         their environment, so that :meth:`SSHClientProcess.terminate` (and a
         cancelled :meth:`run`) stops them for sure even without a pty, where sshd
         leaves a command running when its channel closes (see :mod:`pssh.cancel`).
         """
-        marker = new_marker() if cancellable else None
+        marker = new_marker() if cancellable and command is not None else None
         sent = with_marker(command, marker) if marker else command
-        streams = await self._open(sent, env, term_type, term_size)
-        return SSHClientProcess(streams, command, encoding, errors,
-                                stopper=lambda signal: self._background(
-                                    self._stop_command(streams, marker, signal)))
+        streams = await self._open(sent, env, term_type, term_size, subsystem)
+        process = SSHClientProcess(streams, command, encoding, errors,
+                                   stopper=lambda signal: self._background(
+                                       self._stop_command(streams, marker, signal)),
+                                   env=env)
+        process.redirect(stdin, stdout, stderr)
+        return process
 
-    async def run(self, command: str, *, check: bool = False,
+    async def run(self, command: Optional[str] = None, *, check: bool = False,
                   input: Union[str, bytes, None] = None, env=None,
-                  term_type: Optional[str] = None, timeout: Optional[float] = None,
-                  encoding: Optional[str] = "utf-8", errors: str = "strict",
-                  cancellable: bool = False) -> SSHCompletedProcess:
+                  term_type: Optional[str] = None, term_size=None,
+                  timeout: Optional[float] = None, encoding: Optional[str] = "utf-8",
+                  errors: str = "strict", cancellable: bool = False, stdin=None,
+                  stdout=None, stderr=None) -> SSHCompletedProcess:
         """Run ``command`` to its end: its output and exit status. ``check``: raise
-        :class:`ProcessError` unless it exits 0. ``input``: its standard input.
-        ``timeout``: the whole run (:class:`pssh.exceptions.Timeout`).
+        :class:`ProcessError` unless it exits 0. ``input``: its standard input (or
+        ``stdin=`` a source, and ``stdout=`` / ``stderr=`` targets, as for
+        :meth:`create_process`; a redirected stream's output is empty in the result).
+        ``timeout``: the whole run (:class:`~pssh.aio.TimeoutError`, with the output so far).
         ``cancellable``: if the run is cancelled or times out, the remote command is
         stopped too (TERM to it and its children; see :meth:`create_process`)."""
         process = await self.create_process(command, env=env, term_type=term_type,
-                                            encoding=encoding, errors=errors,
-                                            cancellable=cancellable)
+                                            term_size=term_size, encoding=encoding,
+                                            errors=errors, cancellable=cancellable,
+                                            stdin=stdin, stdout=stdout, stderr=stderr)
         try:
             if input is not None:
                 process.stdin.write(input)
-            process.stdin.write_eof()
+            if stdin is None or input is not None:
+                process.stdin.write_eof()
             result = await process.wait(timeout)
         except BaseException:
             process.stdin._stop()
@@ -350,9 +466,10 @@ class SSHClientConnection:
                 process.terminate()  # in the background; closing the connection waits for it
             self._abandon(process._streams)
             raise
-        if check and result.exit_status != 0:
-            raise ProcessError(self.host, self.port, command, result.exit_status,
-                               result.exit_signal, result.stdout, result.stderr)
+        if check and (result.exit_status != 0 or result.exit_signal):
+            raise ProcessError(env, command, None, result.exit_status, result.exit_signal,
+                               result.returncode, result.stdout, result.stderr,
+                               host=self.host, port=self.port)
         return result
 
     def _background(self, coro) -> asyncio.Task:
@@ -394,6 +511,58 @@ class SSHClientConnection:
                       self.host, err)
             self.close()
 
+    # -- callbacks (asyncssh's session API) --------------------------------------------
+
+    async def create_session(self, session_factory, command: Optional[str] = None, *,
+                             subsystem: Optional[str] = None, env=None,
+                             term_type: Optional[str] = None, term_size=None,
+                             encoding: Optional[str] = "utf-8", errors: str = "strict"):
+        """Start ``command`` (None: the login shell; or ``subsystem``) and hand its channel
+        to ``session_factory()``, an :class:`~pssh.aio.SSHClientSession`: returns
+        ``(channel, session)``; data, EOF and the exit status arrive as callbacks."""
+        from pssh.aio.session import SSHClientChannel
+        streams = await self._open(command, env, term_type, term_size, subsystem)
+        chan = SSHClientChannel(self, streams, encoding, errors, command, env, subsystem,
+                                stopper=lambda signal: self._background(
+                                    self._stop_command(streams, None, signal)))
+        return chan, await chan._open(session_factory)
+
+    async def create_connection(self, session_factory, remote_host: str, remote_port: int,
+                                orig_host: str = "", orig_port: int = 0, *,
+                                encoding: Optional[str] = None, errors: str = "strict"):
+        """A TCP connection to ``remote_host:remote_port`` made by the server, handed to
+        ``session_factory()``, an :class:`~pssh.aio.SSHTCPSession`: ``(channel, session)``
+        (bytes unless an ``encoding`` is given)."""
+        from pssh.aio.forward import open_tcp_channel
+        from pssh.aio.session import SSHTCPChannel
+        channel = await open_tcp_channel(self, remote_host, remote_port, orig_host, orig_port)
+        chan = SSHTCPChannel(self, ChannelStreams(self._driver, channel, None), encoding,
+                             errors)
+        return chan, await chan._open(session_factory)
+
+    async def create_server(self, session_factory, listen_host: str, listen_port: int, *,
+                            encoding: Optional[str] = None, errors: str = "strict"):
+        """Have the server listen on ``listen_host:listen_port`` and hand each connection
+        to ``session_factory(orig_host, orig_port)`` (see :mod:`pssh.aio.listeners`);
+        a refusal to listen raises :class:`~pssh.aio.ChannelListenError`."""
+        from pssh.aio.listeners import create_server
+        return await create_server(self, session_factory, listen_host, listen_port,
+                                   encoding, errors)
+
+    def start_server(self, handler_factory, listen_host: str, listen_port: int, *,
+                     encoding: Optional[str] = None, errors: str = "strict"):
+        """:meth:`create_server` with stream handlers: ``handler_factory(orig_host,
+        orig_port)`` returns ``handler(reader, writer)``; ``await`` it or ``async with``."""
+        from pssh.aio.listeners import start_server
+        return AwaitableContext(start_server(self, handler_factory, listen_host, listen_port,
+                                             encoding, errors))
+
+    async def forward_connection(self, dest_host: str, dest_port: int):
+        """For a listener's session factory: a session carrying the connection to
+        ``dest_host:dest_port`` from here (asyncssh's ``SSHForwarder``)."""
+        from pssh.aio.listeners import forward_connection
+        return await forward_connection(self, dest_host, dest_port)
+
     # -- forwarding ------------------------------------------------------------------------
 
     async def open_connection(self, host: str, port: int):
@@ -426,8 +595,10 @@ class SSHClientConnection:
 
     # -- ending ----------------------------------------------------------------------------
 
-    def close(self) -> None:
-        """Close the connection at once (idempotent)."""
+    def close(self, error: Optional[Exception] = None) -> None:
+        """Close the connection at once (idempotent). A client given as ``client_factory``
+        hears of it through ``connection_lost`` (with ``error``, or what ended the
+        connection if it was lost)."""
         if self.session is None:
             return
         self.session = None
@@ -437,6 +608,8 @@ class SSHClientConnection:
         if self._relay is not None:  # the jump host's side of a tunnelled connection
             self._relay.cancel()
         self._closed.set()
+        if self._client is not None:
+            self._client.connection_lost(error or self._driver.lost)
 
     async def wait_closed(self) -> None:
         """Wait until the connection is closed and, for one made through a jump host, the
@@ -459,6 +632,15 @@ class SSHClientConnection:
         leaving ``async with`` does this before closing."""
         if self._cleanups:
             await asyncio.wait(tuple(self._cleanups), timeout=STOP_TIMEOUT)
+
+
+def _address(get) -> Optional[tuple]:
+    """``sock.getpeername()`` / ``getsockname()`` as asyncssh gives them: (address, port)."""
+    try:
+        address = get()
+    except OSError:
+        return None
+    return tuple(address[:2]) if isinstance(address, tuple) else address
 
 
 def _left(deadline) -> float:

@@ -27,11 +27,13 @@ class AsyncSessionDriver:
     of the running loop.
 
     ``timeout``: the limit of each request as a whole (None: none), unless a
-    call gives its own. ``host``/``port`` name the host in errors.
+    call gives its own. ``host``/``port`` name the host in errors. ``lost_error``: the
+    class raised once the server is declared lost, ``lost_error(reason, host=, port=)``
+    (a :class:`pssh.exceptions.ConnectionError`).
     """
 
     def __init__(self, sock, session, host: str, port: int,
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, lost_error=exc.ConnectionError) -> None:
         self.sock = sock
         self.session = session
         self.host = host
@@ -46,6 +48,7 @@ class AsyncSessionDriver:
         self._opening = asyncio.Lock()
         self._received_seen = -1
         self._lost: Optional[exc.PSSHError] = None
+        self._lost_error = lost_error
         self._keepalive: Optional[asyncio.Task] = None
         #: Called once the connection is closed, whoever closed it.
         self.on_close: list = []
@@ -179,10 +182,18 @@ class AsyncSessionDriver:
 
     # -- liveness ----------------------------------------------------------------------
 
+    @property
+    def lost(self) -> Optional[exc.PSSHError]:
+        """Why the server was declared lost (None while it was not)."""
+        return self._lost
+
     def lose(self, reason: str) -> exc.PSSHError:
         """Fail every wait on this connection from now on (and wake the waiting ones)."""
         log.warning("%s:%s: %s; closing the connection", self.host, self.port, reason)
-        self._lost = exc.ConnectionError.at(self.host, self.port, reason)
+        if self._lost_error is exc.ConnectionError:
+            self._lost = exc.ConnectionError.at(self.host, self.port, reason)
+        else:
+            self._lost = self._lost_error(reason, host=self.host, port=self.port)
         self.wake()
         return self._lost
 

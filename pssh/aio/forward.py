@@ -14,6 +14,8 @@ import logging
 from typing import Tuple
 
 from pssh import exceptions as exc
+from pssh.aio.constants import OPEN_CONNECT_FAILED
+from pssh.aio.exceptions import ChannelListenError, TCPChannelOpenError, connection_errors
 from pssh.aio.process import ChannelStreams, SSHReader, SSHWriter
 from ssh2 import exceptions as ssh2_exc
 
@@ -39,18 +41,27 @@ class ChannelConnection:
             log.debug("closing a forwarded channel: %s", err)
 
 
-async def open_channel_connection(conn, host: str, port: int) -> ChannelConnection:
+async def open_tcp_channel(conn, host: str, port: int, orig_host: str = "127.0.0.1",
+                           orig_port: int = 0):
+    """A direct-tcpip channel to ``host:port`` as the server sees it; a refusal is a
+    :class:`~pssh.aio.ChannelOpenError` (also a :class:`pssh.exceptions.ProxyTargetError`)."""
     driver = conn._driver
     if conn.session is None:
         raise exc.SessionError.at(conn.host, conn.port, "the connection is closed")
-    try:
-        channel = await driver.exclusive(conn.session.direct_tcpip_ex, host, port,
-                                         "127.0.0.1", 0, what=f"opening a tunnel to {host}:{port}")
-    except ssh2_exc.SSH2Error as err:
-        raise exc.ProxyTargetError(
-            "%s:%s: the server could not connect to %s:%s: %s", conn.host, conn.port, host,
-            port, err, host=conn.host, port=conn.port) from err
-    return ChannelConnection(ChannelStreams(driver, channel, None))
+    with connection_errors(conn.host, conn.port):
+        try:
+            return await driver.exclusive(conn.session.direct_tcpip_ex, host, port,
+                                          orig_host or "127.0.0.1", orig_port,
+                                          what=f"opening a tunnel to {host}:{port}")
+        except ssh2_exc.ChannelError as err:
+            raise TCPChannelOpenError(
+                OPEN_CONNECT_FAILED, f"the server could not connect to {host}:{port}: "
+                f"{err.message or err}", host=conn.host, port=conn.port) from err
+
+
+async def open_channel_connection(conn, host: str, port: int) -> ChannelConnection:
+    channel = await open_tcp_channel(conn, host, port)
+    return ChannelConnection(ChannelStreams(conn._driver, channel, None))
 
 
 async def relay(channel: ChannelConnection, reader: asyncio.StreamReader,
@@ -164,14 +175,7 @@ async def forward_remote_port(conn, listen_host: str, listen_port: int, dest_hos
     """Ask the server to listen on ``listen_host:listen_port`` (``""``: every address; port
     0: the server chooses) and carry each connection to ``dest_host:dest_port`` from here."""
     driver = conn._driver
-    try:
-        listener, port = await driver.exclusive(conn.session.forward_listen_ex, 16,
-                                                listen_host or None, listen_port,
-                                                what="asking for a remote forward")
-    except ssh2_exc.SSH2Error as err:
-        raise exc.SessionError.at(conn.host, conn.port,
-                                  f"the server refused to listen on "
-                                  f"{listen_host or '*'}:{listen_port}: {err}") from err
+    listener, port = await remote_listen(conn, listen_host, listen_port)
 
     async def accept_loop() -> None:
         relays = set()
@@ -187,6 +191,20 @@ async def forward_remote_port(conn, listen_host: str, listen_port: int, dest_hos
                 task.cancel()
 
     return SSHRemoteListener(conn, listener, port, asyncio.ensure_future(accept_loop()))
+
+
+async def remote_listen(conn, listen_host: str, listen_port: int):
+    """Ask the server to listen: ``(libssh2 listener, port)``; a refusal is a
+    :class:`~pssh.aio.ChannelListenError` naming the host."""
+    with connection_errors(conn.host, conn.port):
+        try:
+            return await conn._driver.exclusive(conn.session.forward_listen_ex, 16,
+                                                listen_host or None, listen_port,
+                                                what="asking for a remote forward")
+        except ssh2_exc.SSH2Error as err:
+            raise ChannelListenError.at(conn.host, conn.port,
+                                        f"the server refused to listen on "
+                                        f"{listen_host or '*'}:{listen_port}: {err}") from err
 
 
 async def _to_local(conn, channel, host: str, port: int) -> None:

@@ -13,11 +13,11 @@ import codecs
 import signal as _signal
 from collections import deque
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Optional, Union
+from typing import AsyncIterator, Callable, Optional, Tuple, Union
 
 from pssh import exceptions as exc
 from pssh.aio.driver import UNSET, AsyncSessionDriver, deadline_after, remaining
-from pssh.aio.exceptions import _returncode
+from pssh.aio.exceptions import TimeoutError, _returncode, connection_errors
 from pssh.channel_io import data_pending, read_available
 
 
@@ -71,6 +71,25 @@ class ChannelStreams:
 
     async def chunk(self, stream: int) -> bytes:
         """The next chunk of ``stream``; b"" once it has ended."""
+        with connection_errors(self.driver.host, self.driver.port):
+            return await self._chunk(stream)
+
+    async def any_chunk(self) -> Tuple[int, bytes]:
+        """The next chunk of either stream, as ``(stream, data)``; ``(-1, b"")`` once both
+        have ended (or the channel was closed)."""
+        with connection_errors(self.driver.host, self.driver.port):
+            while True:
+                for stream in (0, 1):
+                    if self._chunks[stream]:
+                        return stream, self._chunks[stream].popleft()
+                if all(self._eof) or self.closed:
+                    return -1, b""
+                if self._read_some(0, enough=True) | self._read_some(1, enough=True):
+                    continue
+                if not self._pending():
+                    await self.driver.wait(None, "reading output")
+
+    async def _chunk(self, stream: int) -> bytes:
         deadline = deadline_after(self.read_timeout)
         chunks = self._chunks[stream]
         while not chunks and not self._eof[stream] and not self.closed:
@@ -87,6 +106,10 @@ class ChannelStreams:
     async def wait(self, timeout: Optional[float] = None) -> None:
         """Read all output into the buffers until both streams end, then close the channel
         (keeping the exit status)."""
+        with connection_errors(self.driver.host, self.driver.port):
+            await self._wait(timeout)
+
+    async def _wait(self, timeout: Optional[float]) -> None:
         deadline = deadline_after(timeout)
         while not all(self._eof) and not self.closed:
             if self._read_some(0) | self._read_some(1) or self._pending():
@@ -119,10 +142,12 @@ class ChannelStreams:
         return data
 
     async def write(self, data: bytes) -> None:
-        await self.driver.write(self.channel.write, data, what="writing stdin")
+        with connection_errors(self.driver.host, self.driver.port):
+            await self.driver.write(self.channel.write, data, what="writing stdin")
 
     async def send_eof(self) -> None:
-        await self.driver.eagain(self.channel.send_eof, what="ending stdin")
+        with connection_errors(self.driver.host, self.driver.port):
+            await self.driver.eagain(self.channel.send_eof, what="ending stdin")
 
 
 class SSHReader:
@@ -201,6 +226,7 @@ class SSHWriter:
         self._eof = False
         self._eof_sent = False
         self._sender: Optional[asyncio.Future] = None
+        self._closer: Optional[asyncio.Future] = None
 
     def write(self, data: Union[str, bytes]) -> None:
         """Send ``data`` (str is encoded); returns at once."""
@@ -237,6 +263,27 @@ class SSHWriter:
             self._eof_sent = True
             await self._streams.send_eof()
 
+    def can_write_eof(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        """End the stream and close its channel once what was written has been sent
+        (``await wait_closed()`` for that)."""
+        if self._closer is None:
+            self.write_eof()
+            self._closer = asyncio.ensure_future(self._close())
+
+    async def _close(self) -> None:
+        await self.drain()
+        await self._streams.finish()
+
+    def is_closing(self) -> bool:
+        return self._closer is not None
+
+    async def wait_closed(self) -> None:
+        if self._closer is not None:
+            await self._closer
+
     def _stop(self) -> None:
         if self._sender is not None and not self._sender.done():
             self._sender.cancel()
@@ -247,14 +294,35 @@ class SSHClientProcess:
     ``stderr``, ``await wait()`` for the :class:`SSHCompletedProcess`."""
 
     def __init__(self, streams: ChannelStreams, command: str, encoding: Optional[str],
-                 errors: str = "strict", stopper: Optional[Callable] = None) -> None:
+                 errors: str = "strict", stopper: Optional[Callable] = None,
+                 env=None) -> None:
         self._streams = streams
         self._stopper = stopper  # stopper(signal name) -> the task that stops the command
         self.command = command
+        self.env = env
         self.stdin = SSHWriter(streams, encoding)
         self.stdout = SSHReader(streams, 0, encoding, errors)
         self.stderr = SSHReader(streams, 1, encoding, errors)
         self._encoding = encoding
+        self._errors = errors
+        self._redirects: list = []   # tasks moving redirected streams
+        self._stderr_to_stdout = False
+
+    def redirect(self, stdin=None, stdout=None, stderr=None) -> None:
+        """Feed standard input from, and send output to, files, pipes or other processes'
+        streams (see :mod:`pssh.aio.redirect`); None or ``PIPE`` leaves a stream as it is.
+        :meth:`wait` waits for the redirected streams to end."""
+        from pssh.aio.redirect import PIPE, STDOUT, drain_into, feed
+        if stdin is not None and stdin != PIPE:
+            self._redirects.append(asyncio.ensure_future(
+                feed(stdin, self.stdin, self._encoding)))
+        merge = stderr == STDOUT
+        self._stderr_to_stdout = merge and stdout in (None, PIPE)
+        for stream, target in ((0, stdout), (1, None if merge else stderr)):
+            if target is not None and target != PIPE:
+                self._redirects.append(asyncio.ensure_future(drain_into(
+                    self._streams, stream, target, self._encoding, self._errors,
+                    also=1 if merge and stream == 0 else None)))
 
     @property
     def exit_status(self) -> Optional[int]:
@@ -269,15 +337,42 @@ class SSHClientProcess:
         return _returncode(self.exit_status, self.exit_signal)
 
     async def wait(self, timeout: Optional[float] = None) -> SSHCompletedProcess:
-        """Send pending stdin (and its EOF if asked), read the rest of the output, close."""
-        await self.stdin.drain()
-        await self._streams.wait(timeout)
+        """Send pending stdin (and its EOF if asked), read the rest of the output, close.
+        ``timeout`` running out raises :class:`~pssh.aio.TimeoutError` with the output
+        received so far."""
+        deadline = deadline_after(timeout)
+        try:
+            if self._redirects:
+                done, _ = await asyncio.wait(self._redirects, timeout=remaining(deadline))
+                for task in done:
+                    task.result()   # a failed redirection fails the wait
+                if len(done) < len(self._redirects):
+                    raise exc.Timeout.at(self._streams.driver.host, self._streams.driver.port,
+                                         f"command still running after {timeout} s")
+            await self.stdin.drain()
+            await self._streams.wait(remaining(deadline))
+        except exc.Timeout as err:
+            if isinstance(err, TimeoutError):
+                raise
+            out, errout = self._collect()
+            raise TimeoutError(self.env, self.command, None, self.exit_status,
+                               self.exit_signal, self.returncode, out, errout,
+                               err.reason, host=self._streams.driver.host,
+                               port=self._streams.driver.port) from err
+        finally:
+            for task in self._redirects:
+                task.cancel()
+        out, err = self._collect()
+        return SSHCompletedProcess(self.command, self.exit_status, self.exit_signal, out, err)
+
+    def _collect(self) -> Tuple[Union[str, bytes], Union[str, bytes]]:
+        """The output received and not yet read, decoded (consumed)."""
         out = self.stdout._pending + self._streams.take(0)
         err = self.stderr._pending + self._streams.take(1)
         self.stdout._pending = self.stderr._pending = b""
-        return SSHCompletedProcess(self.command, self.exit_status, self.exit_signal,
-                                   self.stdout._decode(out, final=True),
-                                   self.stderr._decode(err, final=True))
+        if self._stderr_to_stdout:
+            out, err = out + err, b""
+        return self.stdout._decode(out, final=True), self.stderr._decode(err, final=True)
 
     def send_signal(self, signal: Union[str, int]) -> "asyncio.Task":
         """Send ``signal`` (``"TERM"``, ``"KILL"``, ``signal.SIGINT``...) to the command.

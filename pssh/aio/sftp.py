@@ -16,6 +16,7 @@ from typing import Callable, List, Optional
 
 from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
+from pssh.aio.sftp_errors import sftp_error
 from pssh.partial_files import local_part_file, remote_part_name
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
@@ -58,7 +59,7 @@ async def start_sftp_client(conn) -> "SFTPClient":
     try:
         sftp = await driver.exclusive(conn.session.sftp_init, what="starting SFTP")
     except ssh2_exc.SSH2Error as err:
-        raise exc.SFTPError.at(conn.host, conn.port, f"cannot start SFTP: {err}") from err
+        raise sftp_error(conn.host, conn.port, "cannot start SFTP", err) from err
     return SFTPClient(conn, sftp)
 
 
@@ -75,7 +76,7 @@ class SFTPClient:
         try:
             return await self._driver.eagain(fn, *args, what=what)
         except ssh2_exc.SSH2Error as err:
-            raise exc.SFTPError.at(self._conn.host, self._conn.port, f"{what}: {err}") from err
+            raise sftp_error(self._conn.host, self._conn.port, what, err) from err
 
     async def stat(self, path: str) -> SFTPAttrs:
         """The remote path's attributes (``size``, ``permissions``, ``mtime`` ...)."""
@@ -179,8 +180,7 @@ class SFTPClient:
             try:
                 n = handle.read_into(buf)
             except ssh2_exc.SSH2Error as err:
-                raise exc.SFTPIOError.at(self._conn.host, self._conn.port,
-                                         f"reading {remotepath!r} failed: {err}") from err
+                raise sftp_error(self._conn.host, self._conn.port, f"reading {remotepath!r} failed", err, io=True) from err
             if n == LIBSSH2_ERROR_EAGAIN:
                 await self._driver.wait(self._driver.timeout, f"downloading {remotepath!r}")
                 continue
@@ -236,8 +236,7 @@ class SFTPClient:
                     await self._driver.write(handle.write, data,
                                              what=f"uploading {remotepath!r}")
                 except ssh2_exc.SSH2Error as err:
-                    raise exc.SFTPIOError.at(self._conn.host, self._conn.port,
-                                             f"writing {remotepath!r} failed: {err}") from err
+                    raise sftp_error(self._conn.host, self._conn.port, f"writing {remotepath!r} failed", err, io=True) from err
                 done += len(data)
                 if progress_handler:
                     progress_handler(localpath.encode(), remotepath.encode(), done, total)
@@ -290,8 +289,7 @@ class SFTPClientFile:
             try:
                 n, data = self._handle.read(size)
             except ssh2_exc.SSH2Error as err:
-                raise exc.SFTPIOError.at(self._client._conn.host, self._client._conn.port,
-                                         f"reading {self._path!r} failed: {err}") from err
+                raise sftp_error(self._client._conn.host, self._client._conn.port, f"reading {self._path!r} failed", err, io=True) from err
             if n != LIBSSH2_ERROR_EAGAIN:
                 self._driver.wake()
                 return data
@@ -304,8 +302,7 @@ class SFTPClientFile:
         try:
             await self._driver.write(self._handle.write, data, what=f"writing {self._path!r}")
         except ssh2_exc.SSH2Error as err:
-            raise exc.SFTPIOError.at(self._client._conn.host, self._client._conn.port,
-                                     f"writing {self._path!r} failed: {err}") from err
+            raise sftp_error(self._client._conn.host, self._client._conn.port, f"writing {self._path!r} failed", err, io=True) from err
         return len(data)
 
     async def close(self) -> None:
