@@ -412,11 +412,16 @@ class SSHClientConnection:
         else:
             await self._driver.eagain(channel.execute, command, what="starting the command")
 
-    async def create_process(self, command: Optional[str] = None, *, env=None,
-                             term_type: Optional[str] = None, term_size=None,
-                             encoding: Optional[str] = "utf-8", errors: str = "strict",
-                             cancellable: bool = False, stdin=None, stdout=None, stderr=None,
-                             subsystem: Optional[str] = None) -> SSHClientProcess:
+    def create_process(self, command: Optional[str] = None, **kwargs) -> AwaitableContext:
+        """:meth:`start_process`, awaited or used as ``async with conn.create_process(...)``
+        (asyncssh's two styles)."""
+        return AwaitableContext(self.start_process(command, **kwargs))
+
+    async def start_process(self, command: Optional[str] = None, *, env=None,
+                            term_type: Optional[str] = None, term_size=None,
+                            encoding: Optional[str] = "utf-8", errors: str = "strict",
+                            cancellable: bool = False, stdin=None, stdout=None, stderr=None,
+                            subsystem: Optional[str] = None) -> SSHClientProcess:
         """Start ``command`` (None: the login shell); its ``stdin``, ``stdout``, ``stderr``
         are streams, or redirected by ``stdin=``, ``stdout=``, ``stderr=`` (paths, file
         objects, pipes, other processes' streams, ``DEVNULL``: see
@@ -450,7 +455,7 @@ class SSHClientConnection:
         ``timeout``: the whole run (:class:`~pssh.aio.TimeoutError`, with the output so far).
         ``cancellable``: if the run is cancelled or times out, the remote command is
         stopped too (TERM to it and its children; see :meth:`create_process`)."""
-        process = await self.create_process(command, env=env, term_type=term_type,
+        process = await self.start_process(command, env=env, term_type=term_type,
                                             term_size=term_size, encoding=encoding,
                                             errors=errors, cancellable=cancellable,
                                             stdin=stdin, stdout=stdout, stderr=stderr)
