@@ -17,7 +17,8 @@ from typing import Optional, Sequence, Union
 from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
 from pssh.aio.driver import AsyncSessionDriver, deadline_after, remaining
-from pssh.aio.exceptions import (ConnectionLost, ConnectTimeout, HostKeyNotVerifiable,
+from pssh.aio.constants import OPEN_CONNECT_FAILED
+from pssh.aio.exceptions import (ChannelOpenError, ConnectionLost, ConnectTimeout, HostKeyNotVerifiable,
                                  HostNotFound, KeyEncryptionError, KeyFileNotFound,
                                  KeyImportError, PermissionDenied, ProcessError,
                                  channel_open_error, connection_errors, disconnect_error)
@@ -319,6 +320,18 @@ class SSHClientConnection:
         return False
 
     async def _key_login(self, key: Key, passphrase: str, deadline, tried: list) -> bool:
+        try:
+            return await self._try_key(key, passphrase, deadline, tried)
+        except exc.PKeyFileError as err:
+            # Named after the host as every other error (key_errors and pssh.keys do not
+            # know it).
+            err.host, err.port = self.host, self.port
+            if err.args and isinstance(err.args[0], str) and not err.args[0].startswith("%s:%s"):
+                err.args = ("%s:%s: " + err.args[0].replace("%", "%%") if len(err.args) == 1
+                            else "%s:%s: " + err.args[0], self.host, self.port, *err.args[1:])
+            raise
+
+    async def _try_key(self, key: Key, passphrase: str, deadline, tried: list) -> bool:
         if isinstance(key, (bytes, bytearray)):
             key, name = bytes(key), "the private key given in memory"
             info = inspect_key(key, name, KeyImportError)
@@ -326,26 +339,21 @@ class SSHClientConnection:
         else:
             key = os.path.expanduser(os.fspath(key))
             if not os.path.exists(key):
-                raise KeyFileNotFound("private key file %s does not exist", key,
-                                      host=self.host, port=self.port)
+                raise KeyFileNotFound("private key file %s does not exist", key)
             name = f"private key file {key}"
             try:
                 info = inspect_key_file(key)
             except exc.PKeyFileError as err:   # not a key libssh2 reads
-                raise KeyImportError(*err.args, host=self.host, port=self.port) from None
+                raise KeyImportError(*err.args) from None
             # Its certificate, when ``<key>-cert.pub`` is beside it, as ssh does.
             attempts = key_file_attempts(self.session, self.username, key, passphrase)
+        if info.encrypted and not passphrase:
+            # asyncssh's error for this: KeyImportError, and KeyEncryptionError for a
+            # wrong passphrase (raised by key_errors below).
+            raise KeyImportError("%s is encrypted: give its passphrase (passphrase=)" % name)
         try:
-            if info.encrypted and not passphrase:
-                # asyncssh's error for this: KeyImportError, and KeyEncryptionError for a
-                # wrong passphrase (raised by key_errors below).
-                raise KeyImportError("%s is encrypted: give its passphrase (passphrase=)"
-                                     % name)
             with key_errors(info, name, passphrase, error=KeyEncryptionError):
                 return await self._attempts(attempts, deadline, tried)
-        except exc.PKeyFileError as err:
-            err.host, err.port = self.host, self.port
-            raise
         except ssh2_exc.PublickeyUnverifiedError as err:
             log.debug("%s: %s could not sign: %s", self.host, name, err)
             return False
@@ -371,9 +379,10 @@ class SSHClientConnection:
     async def _open(self, command: Optional[str], env, term_type, term_size,
                     subsystem: Optional[str] = None) -> "ChannelStreams":
         """A session channel running ``command`` (None: the login shell; or ``subsystem``)."""
-        if self.session is None:
-            raise ConnectionLost("the connection is closed", host=self.host, port=self.port)
-        with connection_errors(self.host, self.port):
+        if self.session is None:   # asyncssh's error for this
+            raise ChannelOpenError(OPEN_CONNECT_FAILED, "SSH connection closed",
+                                   host=self.host, port=self.port)
+        with connection_errors(self.host, self.port, self._driver):
             try:
                 channel = await self._driver.exclusive(self.session.open_session,
                                                        what="opening a channel")

@@ -28,7 +28,6 @@ from pssh.aio.constants import (DEFAULT_LANG, DISC_COMPRESSION_ERROR, DISC_CONNE
                                 DISC_HOST_KEY_NOT_VERIFIABLE, DISC_ILLEGAL_USER_NAME,
                                 DISC_KEY_EXCHANGE_FAILED, DISC_MAC_ERROR,
                                 DISC_NO_MORE_AUTH_METHODS_AVAILABLE, DISC_PROTOCOL_ERROR,
-                                DISC_PROTOCOL_VERSION_NOT_SUPPORTED,
                                 DISC_SERVICE_NOT_AVAILABLE, OPEN_CONNECT_FAILED)
 from ssh2 import exceptions as ssh2_exc
 
@@ -114,8 +113,8 @@ class ProtocolError(_DisconnectReason, exc.SSHError):
 
 
 class ProtocolNotSupported(_DisconnectReason, exc.ConnectionError):
-    """The peer does not speak SSH version 2."""
-    CODE = DISC_PROTOCOL_VERSION_NOT_SUPPORTED
+    """The peer does not speak SSH version 2 (code: protocol error, as asyncssh has it)."""
+    CODE = DISC_PROTOCOL_ERROR
 
 
 class ServiceNotAvailable(_DisconnectReason, exc.SSHError):
@@ -230,14 +229,20 @@ def disconnect_error(host: str, port: int, err: ssh2_exc.SSH2Error) -> Disconnec
 
 
 @contextmanager
-def connection_errors(host: str, port: int) -> Iterator[None]:
-    """Turn libssh2's "the connection is gone" errors into :class:`ConnectionLost`."""
+def connection_errors(host: str, port: int, driver=None) -> Iterator[None]:
+    """Turn libssh2's "the connection is gone" errors into :class:`ConnectionLost`; with
+    the connection's ``driver``, also declare it lost and close it (every other wait on it
+    then fails the same way, and its client hears of it)."""
     try:
         yield
     except _SOCKET_ERRORS as err:
         if isinstance(err, exc.PSSHError):   # ours already (ProxyTargetError is one)
             raise
-        raise disconnect_error(host, port, err) from err
+        lost = disconnect_error(host, port, err)
+        if driver is not None and driver.session is not None:
+            lost = driver.lose(lost.reason)
+            driver.close()
+        raise lost from err
 
 
 def channel_open_error(host: str, port: int, what: str, err: BaseException) -> ChannelOpenError:

@@ -71,13 +71,13 @@ class ChannelStreams:
 
     async def chunk(self, stream: int) -> bytes:
         """The next chunk of ``stream``; b"" once it has ended."""
-        with connection_errors(self.driver.host, self.driver.port):
+        with connection_errors(self.driver.host, self.driver.port, self.driver):
             return await self._chunk(stream)
 
     async def any_chunk(self) -> Tuple[int, bytes]:
         """The next chunk of either stream, as ``(stream, data)``; ``(-1, b"")`` once both
         have ended (or the channel was closed)."""
-        with connection_errors(self.driver.host, self.driver.port):
+        with connection_errors(self.driver.host, self.driver.port, self.driver):
             while True:
                 for stream in (0, 1):
                     if self._chunks[stream]:
@@ -106,7 +106,7 @@ class ChannelStreams:
     async def wait(self, timeout: Optional[float] = None) -> None:
         """Read all output into the buffers until both streams end, then close the channel
         (keeping the exit status)."""
-        with connection_errors(self.driver.host, self.driver.port):
+        with connection_errors(self.driver.host, self.driver.port, self.driver):
             await self._wait(timeout)
 
     async def _wait(self, timeout: Optional[float]) -> None:
@@ -142,11 +142,11 @@ class ChannelStreams:
         return data
 
     async def write(self, data: bytes) -> None:
-        with connection_errors(self.driver.host, self.driver.port):
+        with connection_errors(self.driver.host, self.driver.port, self.driver):
             await self.driver.write(self.channel.write, data, what="writing stdin")
 
     async def send_eof(self) -> None:
-        with connection_errors(self.driver.host, self.driver.port):
+        with connection_errors(self.driver.host, self.driver.port, self.driver):
             await self.driver.eagain(self.channel.send_eof, what="ending stdin")
 
 
