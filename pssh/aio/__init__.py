@@ -25,6 +25,7 @@ Every libssh2 call runs non-blocking on the loop's thread; waits are
 ``add_reader`` / ``add_writer`` on the socket in the direction libssh2 asks
 for. No thread per connection.
 """
+from pssh.aio import constants as _constants, sftp_errors as _sftp_errors
 from pssh.aio.callbacks import SSHClient, create_connection
 from pssh.aio.connection import SSHClientConnection, connect
 from pssh.aio.constants import *  # noqa: F401,F403  (asyncssh's protocol constants)
@@ -57,3 +58,4 @@ __all__ = ["ChannelListenError", "ChannelOpenError", "CompressionError", "Connec
            "SSHTCPChannel", "SSHTCPSession", "SSHWriter", "ServiceNotAvailable",
            "TimeoutError", "connect", "create_connection", "gather_hosts", "run_on_hosts",
            "scp"]
+__all__ += [name for name in _constants.__all__ + _sftp_errors.__all__ if name not in __all__]

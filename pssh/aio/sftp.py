@@ -14,7 +14,6 @@ import stat
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
-from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
 from pssh.aio.sftp_errors import sftp_error
 from pssh.partial_files import local_part_file, remote_part_name
