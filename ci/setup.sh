@@ -9,7 +9,8 @@ packages=(build-essential dpkg-dev pkg-config libssl-dev zlib1g-dev
           openssh-server openssh-client python3-venv python3-dev
           influxdb victoria-metrics
           iproute2 iptables libnetfilter-queue-dev  # the delayed-loopback benchmark
-          chromium chromium-driver)                 # the docs site checked in a browser
+          chromium chromium-driver                  # the docs site checked in a browser
+          bc)                                       # asyncssh's math_client example, run by the tests
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")

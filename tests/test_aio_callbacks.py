@@ -6,6 +6,7 @@ import asyncio
 import base64
 import os
 import socket
+import subprocess
 
 import pytest
 import uvloop
@@ -305,8 +306,12 @@ def test_redirected_streams(server, login, run_loop, tmp_path):
             piped = await conn.run("tac", stdin=first.stdout)
             with open(tmp_path / "err.txt", "w") as fh:
                 await conn.run("echo to a file >&2", stderr=fh)
-            return merged, nothing, piped
-    merged, nothing, piped = run_loop(main())
+            local = subprocess.Popen(["printf", "p\\nq\\n"], stdout=subprocess.PIPE)
+            from_pipe = await conn.run("tac", stdin=local.stdout)
+            local.wait()
+            return merged, nothing, piped, from_pipe
+    merged, nothing, piped, from_pipe = run_loop(main())
+    assert from_pipe.stdout == "q\np\n"
     assert (tmp_path / "out.txt").read_text() == "a\nb\nc\n"
     assert sorted(merged.stdout.splitlines()) == ["err", "out"] and merged.stderr == ""
     assert (nothing.stdout, nothing.exit_status) == ("", 0)
