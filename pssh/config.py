@@ -4,27 +4,21 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from pssh.exceptions import InvalidAPIUseError
-from pssh.options import ConnectOptions
+from pssh.core.settings import FIELD_NAMES, ConnectOptions, declarations
 
-# field -> accepted types, for the checks parallel-ssh makes (ValueError on others)
-_TYPES = {
-    "user": (str,), "port": (int,), "password": (str,), "alias": (str,),
-    "private_key": (str, bytes), "allow_agent": (bool,), "num_retries": (int,),
-    "timeout": (int, float), "retry_delay": (int, float), "identity_auth": (bool,),
-    "proxy_host": (str,), "proxy_port": (int,), "proxy_user": (str,),
-    "proxy_password": (str,), "proxy_pkey": (str, bytes), "keepalive_seconds": (int,),
-    "ipv6_only": (bool,), "cert_file": (str, bytes), "forward_ssh_agent": (bool,),
-    "gssapi_auth": (bool,), "gssapi_server_identity": (str,),
-    "gssapi_client_identity": (str,), "gssapi_delegate_credentials": (bool,),
-    "compress": (bool,), "keyboard_interactive": (bool,), "passphrase": (str,),
-    "proxy_jump": (str,), "known_hosts": (str,), "host_key_policy": (str,),
-    "keepalive_count_max": (int,),
-}
-# HostConfig name -> ConnectOptions name, where they differ
-_RENAMED = {"private_key": "pkey"}
+# ConnectOptions name -> HostConfig name, where parallel-ssh spells it otherwise
+_SPELLING = {"pkey": "private_key"}
+#: HostConfig field -> the setting it is (every setting has one)
+_SETTING_OF = {_SPELLING.get(name, name): name for name in FIELD_NAMES}
+_DECLARED = dict(declarations())
 # accepted for parallel-ssh compatibility; they change nothing here (see the docs)
-_IGNORED = ("auth_thread_pool", "gssapi_auth", "gssapi_server_identity",
-            "gssapi_client_identity", "gssapi_delegate_credentials")
+_IGNORED = ("gssapi_auth", "gssapi_server_identity", "gssapi_client_identity",
+            "gssapi_delegate_credentials")
+# field -> accepted types, for the checks parallel-ssh makes (ValueError on others): the
+# settings' declared types, and parallel-ssh's for the fields that change nothing here.
+_TYPES = {**{field: _DECLARED[name].types for field, name in _SETTING_OF.items()},
+          "gssapi_auth": (bool,), "gssapi_server_identity": (str,),
+          "gssapi_client_identity": (str,), "gssapi_delegate_credentials": (bool,)}
 
 
 class HostConfig:
@@ -33,8 +27,9 @@ class HostConfig:
     A field left at ``None`` takes the client's value; any other value,
     ``False`` and ``0`` included, overrides it. Wrong types raise
     ``ValueError``, as in parallel-ssh. Beyond parallel-ssh's fields:
-    ``passphrase``, ``proxy_jump``, ``known_hosts``, ``host_key_policy`` and
-    ``keepalive_count_max`` (see :class:`~pssh.clients.SSHClient`).
+    every other setting of :class:`~pssh.options.ConnectOptions` (``passphrase``,
+    ``proxy_jump``, ``known_hosts``, ``host_key_policy``, ``keepalive_count_max``,
+    ``connect_timeout``, ``request_timeout``, ``ciphers``, ``macs``, ``kex_algorithms``).
     ``auth_thread_pool`` and the ``gssapi_*`` fields are accepted and ignored
     (logins never block the event loop here; GSSAPI is not offered).
     """
@@ -58,7 +53,10 @@ class HostConfig:
                  keyboard_interactive: Optional[bool] = None, passphrase: Optional[str] = None,
                  proxy_jump: Optional[str] = None, known_hosts: Optional[str] = None,
                  host_key_policy: Optional[str] = None,
-                 keepalive_count_max: Optional[int] = None) -> None:
+                 keepalive_count_max: Optional[int] = None,
+                 connect_timeout: Optional[float] = None,
+                 request_timeout: Optional[float] = None, ciphers: Optional[str] = None,
+                 macs: Optional[str] = None, kex_algorithms: Optional[str] = None) -> None:
         values = dict(locals())
         for name in self.__slots__:
             setattr(self, name, values[name])
@@ -76,8 +74,8 @@ class HostConfig:
 
     def options(self) -> ConnectOptions:
         """The settings this config makes, as a layer of :class:`~pssh.options.ConnectOptions`."""
-        given = {_RENAMED.get(name, name): getattr(self, name) for name in _TYPES
-                 if name not in _IGNORED and getattr(self, name) is not None}
+        given = {name: getattr(self, field) for field, name in _SETTING_OF.items()
+                 if getattr(self, field) is not None}
         if isinstance(given.get("cert_file"), bytes):
             given["cert_file"] = given["cert_file"].decode()
         return ConnectOptions(**given)

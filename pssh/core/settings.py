@@ -57,12 +57,14 @@ class Declaration:
     parallel_ssh: bool = True
     #: The types a value may have (checked by ``HostConfig``).
     types: Tuple[type, ...] = (str,)
+    #: Only meaningful for one host (not a keyword of the parallel client).
+    per_host: bool = False
 
 
 def setting(help: str, *, default: Any = None, ssh_config: Optional[str] = None,
             keyword: Optional[str] = None, convert: Optional[Callable[[Any], Any]] = None,
             cli: Tuple[str, ...] = (), asyncssh: Optional[str] = "", parallel_ssh: bool = True,
-            types: Tuple[type, ...] = (str,)) -> Any:
+            types: Tuple[type, ...] = (str,), per_host: bool = False) -> Any:
     """Declare a field of :class:`ConnectOptions` (``None`` at every layer until set).
 
     ``ssh_config``: the :class:`~pssh.ssh_config.HostOptions` attribute that supplies
@@ -72,7 +74,7 @@ def setting(help: str, *, default: Any = None, ssh_config: Optional[str] = None,
     declared = Declaration(help=help, default=default,
                            ssh_config=(ssh_config, keyword or ssh_config) if ssh_config else None,
                            convert=convert, cli=cli, asyncssh=asyncssh,
-                           parallel_ssh=parallel_ssh, types=types)
+                           parallel_ssh=parallel_ssh, types=types, per_host=per_host)
     return field(default=None, metadata={"setting": declared})
 
 
@@ -97,8 +99,9 @@ class ConnectOptions:
     passphrase: Optional[str] = setting("the private key's passphrase", parallel_ssh=False)
     cert_file: Optional[str] = setting(
         "OpenSSH user certificate for pkey (<key>-cert.pub beside a key file is found by "
-        "itself)", types=_KEY)
-    alias: Optional[str] = setting("a name for the host in output", asyncssh=None)
+        "itself)", asyncssh="client_certs", types=_KEY)
+    alias: Optional[str] = setting("a name for the host in output", asyncssh=None,
+                                   per_host=True)
     num_retries: Optional[int] = setting(
         "attempts to connect, handshake and log in", default=constants.DEFAULT_RETRIES,
         types=_INT)

@@ -62,6 +62,8 @@ class ParallelSSHClient(BaseParallelSSHClient):
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
                  ciphers: Optional[str] = None, macs: Optional[str] = None,
                  kex_algorithms: Optional[str] = None,
+                 connect_timeout: Optional[float] = None,
+                 request_timeout: Optional[float] = None,
                  processes: Union[int, str, None] = None,
                  _auth_thread_pool: bool = True) -> None:
         super().__init__(
@@ -75,7 +77,8 @@ class ParallelSSHClient(BaseParallelSSHClient):
             keyboard_interactive=keyboard_interactive, passphrase=passphrase,
             cert_file=cert_file, known_hosts=known_hosts, host_key_policy=host_key_policy,
             keepalive_count_max=keepalive_count_max, proxy_jump=proxy_jump, ciphers=ciphers,
-            macs=macs, kex_algorithms=kex_algorithms)
+            macs=macs, kex_algorithms=kex_algorithms, connect_timeout=connect_timeout,
+            request_timeout=request_timeout)
         self._jumps = JumpHosts(SSHClient)
 
     def run_command(self, command: str, sudo: bool = False, user: Optional[str] = None,

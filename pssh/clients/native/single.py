@@ -90,6 +90,8 @@ class SSHClient(TransferMixin, BaseSSHClient):
                  _jump_hosts: Optional[JumpHosts] = None,
                  ciphers: Optional[str] = None, macs: Optional[str] = None,
                  kex_algorithms: Optional[str] = None,
+                 connect_timeout: Optional[float] = None,
+                 request_timeout: Optional[float] = None,
                  _via: Optional["SSHClient"] = None) -> None:
         self._via = _via
         self._own_jumps = _jump_hosts is None
@@ -105,7 +107,8 @@ class SSHClient(TransferMixin, BaseSSHClient):
             keepalive_seconds=keepalive_seconds, passphrase=passphrase, cert_file=cert_file,
             known_hosts=known_hosts, host_key_policy=host_key_policy,
             keepalive_count_max=keepalive_count_max, proxy_jump=proxy_jump, ciphers=ciphers,
-            macs=macs, kex_algorithms=kex_algorithms)
+            macs=macs, kex_algorithms=kex_algorithms, connect_timeout=connect_timeout,
+            request_timeout=request_timeout)
 
     # -- connecting ----------------------------------------------------------------
 
