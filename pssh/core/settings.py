@@ -86,7 +86,7 @@ class ConnectOptions:
     """Every setting of a connection; ``None`` means "not set at this layer"."""
 
     user: Optional[str] = setting(
-        "login name", default=None, ssh_config="user", keyword="User",
+        "login name (default: yours)", default=None, ssh_config="user", keyword="User",
         cli=("-l", "--user"), asyncssh="username")
     port: Optional[int] = setting(
         "port", default=22, ssh_config="port", keyword="Port", cli=("--port",), types=_INT)
