@@ -18,6 +18,8 @@ from typing import Dict, Optional
 log = logging.getLogger(__name__)
 
 OURS = ("ours-blocking", "ours-nonblocking")
+# The releases whose API we keep (tests/test_thirdparty.py runs programs on both).
+ORIGINALS = ["ssh2-python>=1.2,<1.3", "parallel-ssh>=2.16,<2.17"]
 BENCH_PEERS = ["paramiko>=3", "asyncssh>=2.14", "hussh>=0.3"]
 # library -> (virtualenv folder, what pip installs there, module to import)
 VENVS = {
@@ -54,7 +56,7 @@ def interpreter(library: str, venv_dir: Path, create: bool = False) -> str:
                 else "pip install 'pssh2[bench]', or --setup-peers")
         raise PeerUnavailable(f"{library}: not installed for {sys.executable} and no "
                               f"virtualenv at {venv_dir / folder} ({hint})")
-    _create(venv_dir / folder, requirements)
+    create_virtualenv(venv_dir / folder, requirements)
     if not _imports(str(python), module):
         raise PeerUnavailable(f"{library}: installed into {venv_dir / folder} but "
                               f"'import {module}' fails there")
@@ -78,8 +80,11 @@ def _imports(python: str, module: str) -> bool:
                           capture_output=True).returncode == 0
 
 
-def _create(folder: Path, requirements, python: Optional[str] = None) -> None:
+def create_virtualenv(folder: Path, requirements, python: Optional[str] = None) -> str:
+    """A virtualenv at ``folder`` with ``requirements`` installed by its own pip
+    (which reads the machine's pip configuration); returns its Python."""
     log.warning("creating virtualenv %s with %s", folder, " ".join(requirements))
     subprocess.run([python or sys.executable, "-m", "venv", str(folder)], check=True)
     subprocess.run([str(folder / "bin" / "pip"), "install", "-q", *requirements],
                    check=True)
+    return str(folder / "bin" / "python")
