@@ -1,6 +1,7 @@
 """Channel: commands, streams, pty, shell, forwarding and SCP against real sshd."""
 import hashlib
 import os
+import signal
 import socket
 import threading
 import time
@@ -337,3 +338,28 @@ def test_agent_channels_the_server_opens_are_queued(server, agent):
     assert b"(RSA)" in read_all(chan)
     local.close()
     sock.close()
+
+
+def test_a_signal_handlers_exception_comes_out_of_the_blocking_call_it_interrupted(session):
+    # Python runs a pending signal handler at the first Python code it executes; the
+    # exception of a failed call is built in Python, so the handler's exception replaces
+    # it and comes out of the call itself (ssh2-python: just after the call, in the
+    # caller). scrapli's timeout_ops relies on such a handler: see docs/migrating.md.
+    class Alarm(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Alarm()
+
+    chan = session.open_session()
+    chan.execute("sleep 5")
+    session.set_timeout(1000)          # nothing arrives: libssh2's timeout ends the wait
+    previous = signal.signal(signal.SIGUSR1, handler)
+    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1))
+    timer.start()
+    try:
+        with pytest.raises(Alarm):
+            chan.read()
+    finally:
+        timer.join()
+        signal.signal(signal.SIGUSR1, previous)
