@@ -32,9 +32,10 @@ PASSWORD = "third party pw"
 #   scrapli 2025.1.30: the last with the Python transport plugins (ssh2 among them).
 #   redssh 2.2.4.post2: the last on ssh2-python (2.3 moved to a fork of its own).
 #   redexpect 2.0.0: 2.0.1-2.0.3 declare "redssh>=2*", which pip >= 24.1 refuses.
+#   netssh2 0.1.7: the current release.
 #   threadbare 4.1.0: the current release, on parallel-ssh.
 WITHOUT_DEPENDENCIES = ["scrapli==2025.1.30", "redssh==2.2.4.post2", "redexpect==2.0.0",
-                        "threadbare==4.1.0"]
+                        "netssh2==0.1.7", "threadbare==4.1.0"]
 # broker 0.8.11 (current) with its dependencies, but not its ssh2-python extra.
 BROKER = "broker==0.8.11"
 
@@ -197,7 +198,7 @@ def spec_for(hosts, unauthorized_key: str) -> dict:
             "rsa_server": {"host": rsa.address, "port": rsa.port}}
 
 
-@pytest.mark.parametrize("program", ["scrapli", "redexpect", "broker", "threadbare"])
+@pytest.mark.parametrize("program", ["scrapli", "redexpect", "broker", "netssh2", "threadbare"])
 def test_program_sees_the_same_on_ours(program, sides, hosts, unauthorized_key, tmp_path):
     original, ours = observe_both(sides, program, spec_for(hosts, unauthorized_key), tmp_path)
     assert not differences(program, original, ours), "\n".join(differences(program, original, ours))
@@ -216,6 +217,7 @@ EXPECTED_FAILURES = {
     "redexpect": {"setenv", "sftp/stat_missing", "scp/read_missing",
                   "known_hosts/strict/False", "bad_password", "bad_key"},
     "broker": {"sftp_read_missing", "execute_timeout", "bad_password", "bad_key"},
+    "netssh2": {"bad_password", "bad_key"},
     "threadbare": {"exit_status_aborts", "sftp/download_missing", "scp/download_missing",
                    "timeout", "bad_key", "refused"},
 }
