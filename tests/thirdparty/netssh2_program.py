@@ -30,10 +30,12 @@ def scp():
     status = commands.send_scp(local_file, local_file + ".copy")
     copy = local_file + ".copy"
     with open(copy) as fh:
-        return [status, fh.read() == "x" * 100000, oct(os.stat(copy).st_mode)]
+        return {"exit_status": status, "copied": fh.read() == "x" * 100000,
+                "mode": oct(os.stat(copy).st_mode)}
 
 
-seen.stage("send_scp", scp)
+sent = seen.stage("send_scp", scp)
+seen.stage("send_scp/exit_status", lambda: sent.pop("exit_status"))
 seen.stage("disconnect", commands.disconnect)
 
 
