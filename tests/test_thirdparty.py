@@ -17,7 +17,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import pytest
 
@@ -196,7 +196,8 @@ def differences(program: str, original: dict, ours: dict) -> List[str]:
         if stage in intended:
             expected, why = intended[stage]
             if not _as_intended(ours.get(stage), expected):
-                found.append(f"{stage}: ours {ours.get(stage)!r}, expected {expected!r} ({why})")
+                found.append(f"{stage}: ours {ours.get(stage)!r}, expected {expected!r} ({why}; "
+                             f"the originals: {original.get(stage)!r})")
         elif stage not in ours or stage not in original:
             found.append(f"{stage}: only {'ours' if stage in ours else 'the originals'} ran it")
         elif not _same(original[stage], ours[stage]):
@@ -218,9 +219,11 @@ def spec_for(hosts, unauthorized_key: str) -> dict:
 @pytest.mark.parametrize("program", ["scrapli", "redexpect", "broker", "netssh2", "threadbare"])
 def test_program_sees_the_same_on_ours(program, sides, hosts, unauthorized_key, tmp_path):
     original, ours = observe_both(sides, program, spec_for(hosts, unauthorized_key), tmp_path)
-    assert not differences(program, original, ours), "\n".join(differences(program, original, ours))
+    found = differences(program, original, ours)
+    assert not found, "\n".join(found)
     # The programs really worked on ours (not merely failed the same way).
-    failed = [stage for stage, value in ours.items() if isinstance(value, dict) and "raised" in value]
+    failed = [stage for stage, value in ours.items()
+              if isinstance(value, dict) and "raised" in value]
     assert set(failed) == EXPECTED_FAILURES[program], sorted(failed)
 
 
@@ -240,9 +243,10 @@ EXPECTED_FAILURES = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="importing ssh2.channel / ssh2.sftp first in a fresh "
-                   "interpreter is a circular import (being fixed in ssh2/ on main); then "
-                   "drop this mark and tests/thirdparty/circular_import_workaround.py")
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="importing ssh2.channel / ssh2.sftp first in a fresh interpreter is a "
+                   "circular import (being fixed in ssh2/ on main); then drop this mark and "
+                   "tests/thirdparty/circular_import_workaround.py")
 @pytest.mark.parametrize("module", ["scrapli.transport.plugins.ssh2.transport",
                                     "broker.binds.ssh2"])
 def test_imports_first_in_a_fresh_interpreter(module, sides, tmp_path):

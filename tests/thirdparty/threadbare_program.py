@@ -26,9 +26,9 @@ def outcome(res):
 login = dict(user=spec["user"], host_string=spec["hosts"][0], port=spec["port"],
              key_filename=spec["key"], quiet=True)
 with settings(**login):
-    seen.stage("combined", lambda: outcome(remote('echo "standard out"; >&2 echo "standard error"')))
-    seen.stage("separate", lambda: outcome(remote('echo "standard out"; >&2 echo "standard error"',
-                                                  combine_stderr=False)))
+    both_streams = 'echo "standard out"; >&2 echo "standard error"'
+    seen.stage("combined", lambda: outcome(remote(both_streams)))
+    seen.stage("separate", lambda: outcome(remote(both_streams, combine_stderr=False)))
     seen.stage("exit_status", lambda: outcome(remote("exit 123", warn_only=True)))
     seen.stage("exit_status_aborts", lambda: outcome(remote("exit 7")))
     os.makedirs(os.path.join(WORK, "rdir"))
