@@ -243,10 +243,6 @@ EXPECTED_FAILURES = {
 }
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="importing ssh2.channel / ssh2.sftp first in a fresh interpreter is a "
-                   "circular import (being fixed in ssh2/ on main); then drop this mark and "
-                   "tests/thirdparty/circular_import_workaround.py")
 @pytest.mark.parametrize("module", ["scrapli.transport.plugins.ssh2.transport",
                                     "broker.binds.ssh2"])
 def test_imports_first_in_a_fresh_interpreter(module, sides, tmp_path):
@@ -255,6 +251,4 @@ def test_imports_first_in_a_fresh_interpreter(module, sides, tmp_path):
                HOME=str(tmp_path))
     result = subprocess.run([sides.ours, "-c", f"import {module}"], cwd=str(tmp_path), env=env,
                             capture_output=True, text=True, timeout=120)
-    if result.returncode != 0 and "circular import" not in result.stderr:
-        raise RuntimeError(f"not the known circular import:\n{result.stderr[-2000:]}")
     assert result.returncode == 0, result.stderr[-2000:]

@@ -6,7 +6,6 @@ Run: python scrapli_program.py SPEC.json (see observe.load_spec); prints what it
 import os
 import time
 
-import circular_import_workaround  # noqa: F401  TEMPORARY: see that module
 from observe import Observations, load_spec
 from scrapli.driver.generic import GenericDriver
 
