@@ -64,8 +64,10 @@ def run(session, command, *, stdin: bytes | None = None):
         chan.write(stdin)
         chan.send_eof()
     out, err = read_all(chan), read_all(chan, stderr=True)
-    chan.close()
+    # The server's close first: sshd sends the exit status when it has reaped the command,
+    # which can be after the output's EOF, and drops it if our close got there first.
     chan.wait_closed()
+    chan.close()
     return chan.get_exit_status(), out, err
 
 
