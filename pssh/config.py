@@ -72,6 +72,12 @@ class HostConfig:
                 raise ValueError(f"HostConfig {name}={value!r} is not "
                                  f"{' or '.join(t.__name__ for t in types)}")
 
+    @classmethod
+    def of(cls, options: ConnectOptions) -> "HostConfig":
+        """The per-host config that sets what ``options`` set (every setting)."""
+        return cls(**{field: getattr(options, name) for field, name in _SETTING_OF.items()
+                      if name != "keyboard_interactive" or options.password})
+
     def options(self) -> ConnectOptions:
         """The settings this config makes, as a layer of :class:`~pssh.options.ConnectOptions`."""
         given = {name: getattr(self, field) for field, name in _SETTING_OF.items()

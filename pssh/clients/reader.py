@@ -1,16 +1,13 @@
-"""A running command's output: read from its channel on demand, kept per stream.
+"""A running command's output for the gevent client: parallel-ssh's buffers over the core.
 
-stdout and stderr share one flow-control window: a command that fills
-stderr while the caller reads only stdout would stall. Whenever the stream
-being read has nothing, :class:`ChannelReader` drains the other stream into
-its buffer before waiting on the socket. Nothing reads in the background:
-a command's output is read when someone iterates it or joins it, and
-consumed data is released as it is handed out (memory stays bounded by what
-was read and not yet consumed).
+:class:`ConcurrentRWBuffer` is parallel-ssh's buffer API (``write``, ``read``,
+``eof``, iteration); as the buffer of a command's stream it is filled by the
+session core (:class:`pssh.core.streams.CommandStreams`), which reads when
+someone iterates it or joins the command and drains the other stream first
+(both share one flow-control window). Used on its own, any writer fills it.
 
-:class:`ConcurrentRWBuffer` is parallel-ssh's buffer API (``write``,
-``read``, ``eof``, iteration); filled by a :class:`ChannelReader` here, or by
-any writer when used on its own.
+:class:`ChannelReader` owns a command's channel for the client: the core's
+streams with these buffers, driven by the client's runner.
 """
 from __future__ import annotations
 
@@ -21,12 +18,10 @@ from typing import Iterator, Optional
 from gevent.event import Event
 
 from pssh import exceptions as exc
-from pssh.channel_io import data_pending, read_available
-from pssh.driver import UNSET, SessionDriver, deadline_after, remaining
-from ssh2 import exceptions as ssh2_exc
+from pssh.core.streams import CommandStreams
+from pssh.deadlines import UNSET, remaining
 
 log = logging.getLogger("pssh.reader")
-
 
 
 class ConcurrentRWBuffer:
@@ -39,7 +34,7 @@ class ConcurrentRWBuffer:
 
     __slots__ = ("_chunks", "eof", "_unread_data", "_source", "_stream")
 
-    def __init__(self, source: Optional["CommandStreams"] = None, stream: int = 0) -> None:
+    def __init__(self, source: Optional["ChannelReader"] = None, stream: int = 0) -> None:
         self._chunks: deque = deque()
         self._unread_data = Event()
         self.eof = Event()
@@ -61,6 +56,22 @@ class ConcurrentRWBuffer:
         self._chunks.clear()
         self._unread_data.clear()
         return data
+
+    # The core's buffer protocol (pssh.core.streams).
+    append = write
+
+    def has_data(self) -> bool:
+        return bool(self._chunks)
+
+    def take(self) -> bytes:
+        return self.read() or b""
+
+    def end(self) -> None:
+        self.eof.set()
+
+    @property
+    def ended(self) -> bool:
+        return self.eof.is_set()
 
     def chunks(self, deadline: Optional[float] = None) -> Iterator[bytes]:
         """Chunks until EOF; :class:`~pssh.exceptions.Timeout` if ``deadline`` passes first."""
@@ -114,9 +125,10 @@ def split_lines(chunks) -> Iterator[bytes]:
         yield piece[:-1] if piece.endswith(b"\r") else piece
 
 
-class CommandStreams:
+class CommandOutput:
     """A command's two output buffers, which ask this object for more when empty
-    (:meth:`fill`), and how the command ended."""
+    (:meth:`fill`), and how the command ended: for commands whose output comes from
+    elsewhere than a channel of this process (the sharded client's workers)."""
 
     def __init__(self) -> None:
         self.stdout = ConcurrentRWBuffer(self, 0)
@@ -132,156 +144,94 @@ class CommandStreams:
         raise NotImplementedError
 
 
-class ChannelReader(CommandStreams):
-    """Owns a running command's channel: its two stream buffers, EOF and exit status."""
+class ChannelReader:
+    """A command's channel for the gevent client: the core's streams (``streams``) with
+    parallel-ssh's buffers, each step run by the client's runner."""
 
-    def __init__(self, driver: SessionDriver, channel) -> None:
-        super().__init__()
-        self.driver = driver
+    def __init__(self, client, channel) -> None:
+        self.stdout = ConcurrentRWBuffer(self, 0)
+        self.stderr = ConcurrentRWBuffer(self, 1)
+        self.streams = CommandStreams(client._link, channel, self.stdout, self.stderr)
         self.channel = channel
-        #: The environment marker of a cancellable command (see pssh.cancel).
-        self.marker: Optional[str] = None
-        #: Close the channel as soon as both streams end. A relay, which may
-        #: still send after the far end's EOF, turns this off and closes it
-        #: itself (nothing may follow our close: sshd drops the connection).
-        self.auto_finish = True
-        self._eof_sent = False
+        self._run = client._run
+
+    # -- what the core knows -------------------------------------------------------------
 
     @property
     def at_eof(self) -> bool:
         """Both streams have ended (the command finished writing)."""
-        return self.stdout.eof.is_set() and self.stderr.eof.is_set()
+        return self.streams.at_eof
 
-    # -- reading ---------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self.streams.closed
 
-    def _read_some(self, stream: int, enough: bool = False) -> bool:
-        """Move what libssh2 has for ``stream`` into its buffer; True if anything came
-        (with ``enough``, stop at the first chunk: see :func:`pssh.channel_io.read_available`)."""
-        buffer = self._buffers[stream]
-        if buffer.eof.is_set():
-            return False
-        if self.closed:
-            buffer.eof.set()
-            return True
-        progress, ended = read_available(self.channel, stream, buffer.write,
-                                         (lambda: bool(buffer._chunks)) if enough else None)
-        if ended:
-            buffer.eof.set()
-        if progress:
-            self.driver.wake()
-        return progress
+    @property
+    def exit_code(self) -> Optional[int]:
+        return self.streams.exit_code
 
-    def _pending(self) -> bool:
-        return data_pending(self.channel)
+    @property
+    def exit_signal(self) -> Optional[str]:
+        """The name of the signal that ended the command (e.g. ``"TERM"``), if one did."""
+        signal = self.streams.exit_signal
+        return signal[0] if signal else None
+
+    @property
+    def marker(self) -> Optional[str]:
+        return self.streams.marker
+
+    @marker.setter
+    def marker(self, value: Optional[str]) -> None:
+        self.streams.marker = value
+
+    @property
+    def auto_finish(self) -> bool:
+        return self.streams.auto_finish
+
+    @auto_finish.setter
+    def auto_finish(self, value: bool) -> None:
+        self.streams.auto_finish = value
+
+    # -- steps ---------------------------------------------------------------------------
 
     def fill(self, stream: int, deadline: Optional[float]) -> None:
-        """Read until ``stream`` has data or has ended, draining the other stream meanwhile.
+        """Read until ``stream`` has data or has ended (Timeout once ``deadline`` passed)."""
+        self._run(self.streams.fill(stream, deadline))
 
-        Raises :class:`~pssh.exceptions.Timeout` once ``deadline`` has passed.
-        """
-        buffer = self._buffers[stream]
-        while not buffer._chunks and not buffer.eof.is_set():
-            if self._read_some(stream, enough=True) or self._read_some(1 - stream):
-                continue
-            if not self._pending():
-                left = remaining(deadline)
-                if left == 0:
-                    raise exc.Timeout("%s:%s: no output within the read timeout",
-                                      self.driver.host, self.driver.port,
-                                      host=self.driver.host, port=self.driver.port)
-                self.driver.wait(left, "reading output")
-        if buffer.eof.is_set():
-            # The other stream has usually ended too (one EOF covers the channel):
-            # then the exit status can be collected now.
-            self._read_some(1 - stream)
-        if self.at_eof and self.auto_finish:
-            self.finish()
+    def wake(self) -> None:
+        """Wake whoever waits on this command's connection (they look again)."""
+        self.streams.link.wake()
 
     def read_some(self, stream: int) -> bool:
-        """Move what libssh2 holds for ``stream`` into its buffer without waiting; True if
-        anything came."""
-        return self._read_some(stream)
+        """Move what libssh2 holds for ``stream`` into its buffer without waiting."""
+        return self.streams.read_some(stream)
 
     def read_or_wait(self, timeout: Optional[float] = None) -> None:
-        """Read what has come for either stream; if nothing had, wait once on the socket
-        (or until :meth:`SessionDriver.wake`)."""
-        if not (self._read_some(0) | self._read_some(1)) and not self._pending() \
-                and not self.at_eof:
-            self.driver.wait(timeout, "reading output")
+        self._run(self.streams.read_or_wait(timeout))
 
     def wait_eof(self, timeout: Optional[float] = None, consume: bool = False,
                  settle: bool = False) -> None:
-        """Read (or with ``consume``, discard) all output until both streams end, then
-        close the channel. Raises :class:`~pssh.exceptions.Timeout` after ``timeout``.
-
-        With ``settle``, the server's own close is awaited before ours: sshd sends
-        the exit status or signal just before it, when it has reaped the command,
-        which can be later than the EOF; a close of ours that got there first
-        would make it drop them.
-        """
-        deadline = deadline_after(timeout)
-        while not self.at_eof:
-            progress = self._read_some(0) | self._read_some(1)
-            if consume:
-                for buffer in self._buffers:
-                    buffer.read()
-            if not progress and not self.at_eof and not self._pending():
-                left = remaining(deadline)
-                if left == 0:
-                    raise exc.Timeout("%s:%s: command still running after %s s",
-                                      self.driver.host, self.driver.port, timeout,
-                                      host=self.driver.host, port=self.driver.port)
-                self.driver.wait(left, "command still running")
-        if consume:
-            for buffer in self._buffers:
-                buffer.read()
-        if settle and not self.closed:
-            self.driver.eagain(self.channel.wait_closed, timeout=remaining(deadline),
-                               what="waiting for the exit status")
-        self.finish()
+        """Read (or discard) all output, then close the channel (see the core's)."""
+        self._run(self.streams.wait_eof(timeout, consume, settle))
 
     def finish(self, timeout=UNSET) -> None:
-        """Close the channel, wait for the server's close, keep the exit status (idempotent).
-
-        A server that does not answer within ``timeout`` (the driver's by
-        default) leaves the channel given up here: no exit status.
-        """
-        if self.closed:
-            return
-        self.closed = True
-        try:
-            # libssh2's close also waits for the server's close (wait_closed
-            # would refuse a channel closed before the command's EOF).
-            self.driver.eagain(self.channel.close, timeout=timeout, what="closing the channel")
-        finally:
-            for buffer in self._buffers:
-                buffer.eof.set()
-        signal = self.channel.get_exit_signal()[1]
-        self.exit_signal = signal.decode() if signal else None
-        # A command killed by a signal has no exit status (libssh2 would say 0).
-        self.exit_code = None if self.exit_signal else self.channel.get_exit_status()
+        self._run(self.streams.finish(timeout))
 
     def close(self, timeout=UNSET) -> None:
         """Stop the command's output here: keep what was read, close the channel."""
-        for stream in (0, 1):
-            try:
-                self._read_some(stream)
-            except ssh2_exc.SSH2Error as err:
-                log.debug("%s: reading before close: %s", self.driver.host, err)
-        self.finish(timeout)
-
-    # -- writing -----------------------------------------------------------------
+        self._run(self.streams.close(timeout))
 
     def write(self, data) -> None:
         """Send ``data`` (str is UTF-8 encoded) to the command's standard input."""
         data = data.encode() if isinstance(data, str) else bytes(data)
-        self.driver.write(self.channel.write, data, what="writing stdin")
+        self._run(self.streams.write(data))
 
     def flush(self) -> None:
-        self.driver.eagain(self.channel.flush, what="flushing stdin")
+        self._run(self.streams.flush())
 
     def send_eof(self) -> None:
         """End the command's standard input (once)."""
-        if not self._eof_sent and not self.closed:
-            self._eof_sent = True
-            self.driver.eagain(self.channel.send_eof, what="ending stdin")
+        self._run(self.streams.send_eof())
+
+
+__all__ = ["ChannelReader", "CommandOutput", "ConcurrentRWBuffer", "split_lines"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import List, Optional, Sequence, Union
+from typing import List, NamedTuple, Optional, Sequence, Type, Union
 
 from pssh import exceptions as exc
 from pssh.core.handshake import Attempt
@@ -79,13 +79,25 @@ class Credentials:
         return self.password is not None and self.passphrase is not None
 
 
+class KeyErrors(NamedTuple):
+    """The exception classes a front end raises for unusable private keys (its API's:
+    asyncssh has one per case, parallel-ssh one for all)."""
+
+    missing: Type[Exception] = exc.PKeyFileError      # no such file
+    unreadable: Type[Exception] = exc.PKeyFileError   # a directory, not a key, damaged
+    encrypted: Type[Exception] = exc.PKeyFileError    # encrypted, no passphrase given
+    passphrase: Type[Exception] = exc.PKeyFileError   # the passphrase does not open it
+
+
 class LoginMethods:
     """Each login method as a procedure on ``link`` (``True``: logged in)."""
 
-    def __init__(self, link: Link, creds: Credentials, attempt: Attempt) -> None:
+    def __init__(self, link: Link, creds: Credentials, attempt: Attempt,
+                 errors: KeyErrors = KeyErrors()) -> None:
         self.link = link
         self.creds = creds
         self.attempt = attempt
+        self.errors = errors
         #: What was tried, for the final error ("key /x", "agent key me@host", ...).
         self.tried: List[str] = []
 
@@ -107,11 +119,22 @@ class LoginMethods:
             yield from self.key_file(os.path.expanduser(os.fspath(key)))
 
     def key_file(self, path: str) -> Procedure[None]:
-        creds, link = self.creds, self.link
+        creds, link, errors = self.creds, self.link, self.errors
         passphrase = creds.key_passphrase
         try:
-            info = inspect_key_file(path)
-            with key_errors(info, f"private key file {path}", passphrase):
+            if not os.path.exists(path):
+                raise errors.missing("private key file %s does not exist", path)
+            try:
+                info = inspect_key_file(path)
+            except exc.PKeyFileError as err:
+                if errors.unreadable is exc.PKeyFileError:
+                    raise
+                raise errors.unreadable(*err.args) from None
+            name = f"private key file {path}"
+            if info.encrypted and not passphrase:
+                raise errors.encrypted("%s is encrypted: give its passphrase (passphrase=)"
+                                       % name)
+            with key_errors(info, name, passphrase, error=errors.passphrase):
                 *certificates, key = key_file_attempts(link.session, creds.user, path,
                                                        passphrase, creds.cert_file)
                 for login in certificates:
@@ -120,19 +143,25 @@ class LoginMethods:
                     except ssh2_exc.AuthenticationError as err:
                         log.debug("%s: %s refused: %s", link.host, login.what, err)
                 yield from self.call(key)
-        except exc.PKeyFileError as err:
+        except exc.PSSHError as err:
             raise _at(err, link)
 
     def key_data(self, data: bytes) -> Procedure[None]:
-        # Key data is not a file: its problems are failed logins (retried and reported
-        # as AuthenticationError, as parallel-ssh does), said plainly.
-        creds = self.creds
+        # Key data is not a file: with parallel-ssh's errors its problems are failed
+        # logins (retried and reported as AuthenticationError, as parallel-ssh does),
+        # said plainly; a front end with errors of its own gets those.
+        creds, errors = self.creds, self.errors
+        own = errors != KeyErrors()
+        failed = ssh2_exc.AuthenticationError
         name = "the private key given in memory"
-        info = inspect_key(data, name, error=ssh2_exc.AuthenticationError)
-        with key_errors(info, name, creds.key_passphrase,
-                        error=ssh2_exc.AuthenticationError):
+        passphrase = creds.key_passphrase
+        info = inspect_key(data, name, error=errors.unreadable if own else failed)
+        if info.encrypted and not passphrase:
+            raise (errors.encrypted if own else failed)(
+                "%s is encrypted: give its passphrase (passphrase=)" % name)
+        with key_errors(info, name, passphrase, error=errors.passphrase if own else failed):
             yield from self.call(key_data_attempt(self.link.session, creds.user, data,
-                                                  creds.key_passphrase))
+                                                  passphrase))
 
     def agent(self) -> Procedure[None]:
         """The first key of the SSH agent that the server accepts."""
@@ -220,14 +249,15 @@ def login(link: Link, creds: Credentials, methods) -> Procedure[None]:
 
 
 def login_retrying(link: Link, creds: Credentials, methods, attempt: Attempt,
-                   num_retries: int, retry_delay: float) -> Procedure[None]:
+                   num_retries: int, retry_delay: float, first_try: int = 1
+                   ) -> Procedure[None]:
     """:func:`login`, tried again on the same connection after a failure, at most
     ``num_retries`` times in all (a timeout, lost connection or unusable key file is
     final at once). The last failure is raised as parallel-ssh raises it:
     ``AuthenticationError(message, host, port, cause, try, of tries)``."""
-    tries = max(1, num_retries or 1)
-    for try_no in range(1, tries + 1):
-        if try_no > 1:
+    tries = max(1, num_retries or 1, first_try)
+    for try_no in range(first_try, tries + 1):
+        if try_no > first_try:
             attempt.start()  # a new login attempt on the same connection
         try:
             return (yield from login(link, creds, methods))
@@ -255,4 +285,5 @@ def _at(err: exc.PSSHError, link: Link) -> exc.PSSHError:
     return err
 
 
-__all__ = ["Credentials", "DEFAULT_IDENTITIES", "LoginMethods", "login", "login_retrying"]
+__all__ = ["Credentials", "DEFAULT_IDENTITIES", "KeyErrors", "LoginMethods", "login",
+           "login_retrying"]

@@ -15,20 +15,23 @@ from pssh.cancel import kill_script
 from pssh.core.link import Link
 from pssh.core.streams import CommandStreams
 from pssh.core.waits import Procedure
-from pssh.deadlines import deadline_after, remaining
+from pssh.deadlines import UNSET, deadline_after, remaining
 from ssh2 import exceptions as ssh2_exc
 
 log = logging.getLogger("pssh.core.commands")
 
 
-def open_channel(link: Link, agent=None) -> Procedure[object]:
+def open_channel(link: Link, agent=None, timeout=UNSET) -> Procedure[object]:
     """A new session channel (agent forwarding asked for on it when ``agent`` is an
-    :class:`~pssh.core.forwarding.AgentForwarding`);
-    :class:`~pssh.exceptions.SessionError` if it cannot be opened."""
+    :class:`~pssh.core.forwarding.AgentForwarding`), within ``timeout`` (default: the
+    link's request timeout); :class:`~pssh.exceptions.SessionError` if it cannot be
+    opened."""
     if link.session is None:
         raise exc.SessionError.at(link.host, link.port, "the connection is closed")
+    limit = link.timeout if timeout is UNSET else timeout
+    deadline = deadline_after(limit)
     try:
-        channel = yield from link.exclusive(link.session.open_session,
+        channel = yield from link.exclusive(link.session.open_session, timeout=limit,
                                             what="opening a channel")
     except (exc.Timeout, exc.ConnectionError):
         raise  # the connection itself failed (or was declared lost): said as such
@@ -36,24 +39,47 @@ def open_channel(link: Link, agent=None) -> Procedure[object]:
         raise exc.SessionError("%s:%s: cannot open a channel: %s", link.host, link.port, err,
                                host=link.host, port=link.port) from err
     if agent is not None:
-        yield from agent.request(channel)
+        yield from agent.request(channel, remaining(deadline))
     return channel
 
 
 def start(link: Link, channel, command: Optional[bytes], *, pty: Optional[Tuple] = None,
-          env: Optional[Mapping[str, str]] = None) -> Procedure[None]:
+          env: Optional[Mapping[str, str]] = None, timeout=UNSET) -> Procedure[None]:
     """Start ``command`` on ``channel`` (``None``: the login shell): environment
     variables first, then a pseudo terminal (``pty``: ``(term, width, height)``, or
-    ``()`` for libssh2's default), then the command."""
+    ``()`` for libssh2's default), then the command; all within ``timeout`` (default:
+    the link's request timeout)."""
+    limit = link.timeout if timeout is UNSET else timeout
+    deadline = deadline_after(limit)
     for name, value in (env or {}).items():
-        yield from link.call(channel.setenv, str(name), str(value),
+        yield from link.call(channel.setenv, str(name), str(value), timeout=remaining(deadline),
                              what="setting the environment")
     if pty is not None:
-        yield from link.call(channel.pty, *pty, what="asking for a terminal")
+        yield from link.call(channel.pty, *pty, timeout=remaining(deadline),
+                             what="asking for a terminal")
     if command is None:
-        yield from link.call(channel.shell, what="starting a shell")
+        yield from link.call(channel.shell, timeout=remaining(deadline),
+                             what="starting a shell")
     else:
-        yield from link.call(channel.execute, command, what="starting the command")
+        yield from link.call(channel.execute, command, timeout=remaining(deadline),
+                             what="starting the command")
+
+
+def start_command(link: Link, command: Optional[bytes], *, pty: Optional[Tuple] = None,
+                  env: Optional[Mapping[str, str]] = None, agent=None,
+                  timeout=UNSET) -> Procedure[object]:
+    """A new channel running ``command``: opening it and starting the command are
+    bounded by ``timeout`` (default: the link's request timeout) as a whole. A failure
+    after the channel opened closes it again."""
+    limit = link.timeout if timeout is UNSET else timeout
+    deadline = deadline_after(limit)
+    channel = yield from open_channel(link, agent, limit)
+    try:
+        yield from start(link, channel, command, pty=pty, env=env, timeout=remaining(deadline))
+    except BaseException:
+        CommandStreams(link, channel).abandon()
+        raise
+    return channel
 
 
 def run_to_end(link: Link, command: bytes, timeout: Optional[float] = None
@@ -104,4 +130,4 @@ def stop(link: Link, streams: CommandStreams, signal: str = "TERM",
     return True
 
 
-__all__ = ["open_channel", "run_to_end", "start", "stop"]
+__all__ = ["open_channel", "run_to_end", "start", "start_command", "stop"]

@@ -23,31 +23,38 @@ from pssh import exceptions as exc
 log = logging.getLogger("pssh.core.establish")
 
 
-def dialer(dest: Destination, via: Optional[Link] = None,
-           attempt: Optional[Attempt] = None) -> Callable[[int], Procedure[object]]:
-    """How to get a connected socket, from try ``n`` on: directly (:func:`open_socket`), or
-    through ``via``'s server (a tunnel; a target the jump host cannot reach is tried
-    again ``num_retries`` times, as parallel-ssh does). The latest tunnel's relay task is
-    the dialer's ``tunnel``."""
-    if via is None:
-        return lambda first_try: open_socket(dest, first_try)
+class Dialer:
+    """How to get a connected socket, from try ``n`` on (``dialer(n)``): directly
+    (:func:`open_socket`), or through ``via``'s server (a tunnel; a target the jump host
+    cannot reach is tried again ``num_retries`` times, as parallel-ssh does). ``tunnel``:
+    the latest tunnel's relay task (None when direct)."""
 
-    def through(first_try: int) -> Procedure[object]:
+    def __init__(self, dest: Destination, via: Optional[Link] = None,
+                 attempt: Optional[Attempt] = None) -> None:
+        self.dest = dest
+        self.via = via
+        self.attempt = attempt
+        self.tunnel = None
+
+    def __call__(self, first_try: int) -> Procedure[object]:
+        dest = self.dest
+        if self.via is None:
+            return (yield from open_socket(dest, first_try))
         tries = dest.num_retries
         for try_no in range(first_try, max(tries, first_try) + 1):
             try:
-                sock, task = yield from open_tunnel(
-                    via, dest.hostname, dest.port,
-                    attempt.left() if attempt is not None else dest.connect_timeout)
+                sock, self.tunnel = yield from open_tunnel(
+                    self.via, dest.hostname, dest.port,
+                    self.attempt.left() if self.attempt is not None else dest.connect_timeout)
             except exc.ProxyTargetError:
                 if try_no < tries:
                     yield Sleep(dest.retry_delay)
                     continue
                 raise
-            through.tunnel = task
             return sock
-    through.tunnel = None
-    return through
+
+
+dialer = Dialer
 
 
 def agent_path_of(path: Optional[str]) -> Optional[str]:
@@ -104,4 +111,4 @@ def _cancel(task) -> None:
         task.cancel()
 
 
-__all__ = ["agent_path_of", "dialer", "establish", "forward_agent"]
+__all__ = ["Dialer", "agent_path_of", "dialer", "establish", "forward_agent"]

@@ -27,6 +27,7 @@ from pssh import exceptions as exc
 from pssh.core.link import Link
 from pssh.core.streams import CommandStreams
 from pssh.core.waits import Procedure, Resolve, SocketIO, Spawn, Task
+from pssh.deadlines import UNSET
 from ssh2 import exceptions as ssh2_exc
 
 log = logging.getLogger("pssh.core.forwarding")
@@ -118,7 +119,7 @@ def _downstream(streams: CommandStreams, sock, name: str) -> Procedure[None]:
     try:
         while True:
             yield from streams.fill(0, None)
-            if out:
+            if out.has_data():
                 yield from send_all(sock, out.take())
             elif out.ended:
                 break
@@ -176,10 +177,10 @@ class AgentForwarding:
         link.session.accept_agent_forwarding()
         link.before_wait.append(self.poll)
 
-    def request(self, channel) -> Procedure[None]:
+    def request(self, channel, timeout=UNSET) -> Procedure[None]:
         """Ask for forwarding on ``channel``; a refusal is logged and the command still runs."""
         try:
-            yield from self.link.call(channel.request_auth_agent,
+            yield from self.link.call(channel.request_auth_agent, timeout=timeout,
                                       what="requesting agent forwarding")
         except ssh2_exc.SSH2Error as err:
             log.warning("%s: the server refused agent forwarding (%s); the command runs "

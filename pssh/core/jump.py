@@ -8,8 +8,9 @@ is forgotten, so a later call tries again, and a hop found closed is
 connected afresh.
 
 What a hop connection is belongs to the front end (parallel-ssh's
-``SSHClient``, an asyncio connection): ``connect_hop(hop, via)`` makes one,
-and it has ``closed`` and ``close()``.
+``SSHClient``, an asyncio connection): the ``make(hop, via)`` procedure given to
+:meth:`JumpChain.chain` makes one, and it has ``closed`` (or ``session``) and
+``close()``.
 """
 from __future__ import annotations
 
@@ -29,15 +30,19 @@ class _Pending:
         self.error: Optional[BaseException] = None
 
 
-class JumpChain:
-    """Hop connections, shared; ``connect_hop(hop, via)`` is a procedure making one
-    (``via``: the previous hop's connection, or None for the first)."""
+#: ``make(hop, via)``: a procedure making the connection to ``hop`` through ``via`` (the
+#: previous hop's connection, or None for the first).
+MakeHop = Callable[[Hop, Any], Procedure[Any]]
 
-    def __init__(self, connect_hop: Callable[[Hop, Any], Procedure[Any]]) -> None:
-        self._connect_hop = connect_hop
+
+class JumpChain:
+    """Hop connections, shared by every target behind them."""
+
+    def __init__(self) -> None:
         self._hops: Dict[tuple, _Pending] = {}
 
-    def connect(self, hop: Hop, via: Any) -> Procedure[Any]:
+    def connect(self, hop: Hop, via: Any, make: MakeHop) -> Procedure[Any]:
+        """The connection to ``hop`` through ``via``: made once (by ``make``), shared."""
         key = (hop, id(via))
         entry = self._hops.get(key)
         if entry is not None and entry.done.is_set() and entry.error is None \
@@ -46,7 +51,7 @@ class JumpChain:
         if entry is None:
             entry = self._hops[key] = _Pending()
             try:
-                entry.value = yield from self._connect_hop(hop, via)
+                entry.value = yield from make(hop, via)
             except BaseException as err:
                 del self._hops[key]
                 entry.error = err
@@ -60,11 +65,11 @@ class JumpChain:
             raise entry.error
         return entry.value
 
-    def chain(self, hops: Sequence[Hop]) -> Procedure[Any]:
+    def chain(self, hops: Sequence[Hop], make: MakeHop) -> Procedure[Any]:
         """The connection of the last of ``hops``, each reached through the one before."""
         via = None
         for hop in hops:
-            via = yield from self.connect(hop, via)
+            via = yield from self.connect(hop, via, make)
         return via
 
     def close(self) -> None:
@@ -82,4 +87,4 @@ def _closed(connection) -> bool:
     return closed() if callable(closed) else bool(closed)
 
 
-__all__ = ["Hop", "JumpChain"]
+__all__ = ["Hop", "JumpChain", "MakeHop"]

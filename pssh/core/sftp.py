@@ -132,16 +132,21 @@ def listdir(link: Link, sftp, path: str) -> Procedure[List[bytes]]:
     except ssh2_exc.SSH2Error as err:
         raise exc.SFTPError("%s:%s: cannot open directory %s: %s", link.host, link.port, path,
                             err, host=link.host, port=link.port) from err
-    names = []
     try:
-        # The bindings' iterator yields an EAGAIN entry when it would block, then goes on.
-        for size, name, _ in handle.readdir():
-            if size == LIBSSH2_ERROR_EAGAIN:
-                yield from link.wait(link.timeout, "reading a directory")
-            else:
-                names.append(name)
+        return (yield from read_names(link, handle))
     finally:
         yield from close_handle(link, handle)
+
+
+def read_names(link: Link, handle) -> Procedure[List[bytes]]:
+    """The names an open remote directory lists, as bytes."""
+    names = []
+    # The bindings' iterator yields an EAGAIN entry when it would block, then goes on.
+    for size, name, _ in handle.readdir():
+        if size == LIBSSH2_ERROR_EAGAIN:
+            yield from link.wait(link.timeout, "reading a directory")
+        else:
+            names.append(name)
     return names
 
 
@@ -189,21 +194,32 @@ def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = No
 
 
 def download(link: Link, sftp, remote: str, local: str, progress: Progress = None,
-             keep_mode: bool = True) -> Procedure[int]:
+             keep_mode: bool = True, receive: Optional[Callable] = None) -> Procedure[int]:
     """Copy a remote file to ``local``, which appears only when complete (with the remote
-    file's permission bits unless ``keep_mode`` is off); returns its size."""
+    file's permission bits unless ``keep_mode`` is off); returns its size.
+
+    ``receive(handle, path)``: a procedure that reads the open remote file into the
+    local file at ``path`` (default: the bindings' pump), for front ends whose API lets
+    programs replace that step.
+    """
     handle = yield from open_file(link, sftp, remote, LIBSSH2_FXF_READ)
     fd, part = local_part_file(local)
     try:
         try:
             attrs = yield from link.call(handle.fstat, what=f"fstat of {remote!r}")
-            total = yield from pump(link, handle.pump_to_fd, fd, f"downloading {remote}",
-                                    progress, attrs.filesize)
+            if receive is None:
+                total = yield from pump(link, handle.pump_to_fd, fd, f"downloading {remote}",
+                                        progress, attrs.filesize)
+            else:
+                os.close(fd)
+                fd = -1
+                total = yield from receive(handle, part)
         except ssh2_exc.SSH2Error as err:
             raise exc.SFTPIOError("reading remote file %s on host %s failed: %s", remote,
                                   link.host, err, host=link.host, port=link.port) from err
         finally:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
             yield from close_handle(link, handle)
         if keep_mode:
             os.chmod(part, attrs.permissions & 0o7777)
@@ -218,9 +234,13 @@ def download(link: Link, sftp, remote: str, local: str, progress: Progress = Non
 
 
 def upload(link: Link, sftp, local: str, remote: str, progress: Progress = None,
-           mode: Optional[int] = None) -> Procedure[int]:
+           mode: Optional[int] = None, send: Optional[Callable] = None) -> Procedure[int]:
     """Copy ``local`` to ``remote`` (with the local file's permission bits unless
-    ``mode``); the remote file appears under its name only once complete."""
+    ``mode``); the remote file appears under its name only once complete.
+
+    ``send(handle)``: a procedure that writes the local file into the open remote one
+    (default: the bindings' pump), for front ends whose API lets programs replace it.
+    """
     fd = os.open(local, os.O_RDONLY)
     try:
         st = os.fstat(fd)
@@ -229,8 +249,11 @@ def upload(link: Link, sftp, local: str, remote: str, progress: Progress = None,
         handle = yield from open_file(link, sftp, part, _UPLOAD, mode)
         try:
             try:
-                total = yield from pump(link, handle.pump_from_fd, fd, f"uploading {remote}",
-                                        progress, st.st_size)
+                if send is None:
+                    total = yield from pump(link, handle.pump_from_fd, fd,
+                                            f"uploading {remote}", progress, st.st_size)
+                else:
+                    total = yield from send(handle)
                 yield from link.call(handle.close, what=f"closing {part!r}")
             except ssh2_exc.SSH2Error as err:
                 raise exc.SFTPIOError("writing remote file %s on host %s failed: %s", remote,
@@ -276,5 +299,5 @@ def discard(link: Link, sftp, handle, path: str) -> Procedure[None]:
 
 
 __all__ = ["DIR_MODE", "Progress", "close_handle", "discard", "download", "is_dir",
-           "listdir", "makedirs", "mkdir", "open_file", "pump", "read", "rename_into_place",
+           "listdir", "makedirs", "mkdir", "open_file", "pump", "read", "read_names", "rename_into_place",
            "set_mode", "start", "stat", "upload", "write"]

@@ -8,7 +8,8 @@ asks for it, and memory stays bounded by what was read and not yet consumed.
 
 The buffers are the front end's (parallel-ssh's ``ConcurrentRWBuffer`` for the
 gevent client, plain :class:`StreamBuffer` otherwise); each takes ``append``,
-says ``bool()`` whether it holds unread data, and ``end()`` marks its stream's end.
+says with ``has_data()`` whether it holds unread data, ``end()`` marks its
+stream's end and ``ended`` tells it.
 """
 from __future__ import annotations
 
@@ -41,7 +42,7 @@ class StreamBuffer:
     def end(self) -> None:
         self.ended = True
 
-    def __bool__(self) -> bool:
+    def has_data(self) -> bool:
         return bool(self.chunks)
 
     def take(self) -> bytes:
@@ -93,7 +94,7 @@ class CommandStreams:
             buffer.end()
             return True
         progress, ended = read_available(self.channel, stream, buffer.append,
-                                         buffer.__bool__ if enough else None)
+                                         buffer.has_data if enough else None)
         if ended:
             buffer.end()
         if progress:
@@ -108,7 +109,7 @@ class CommandStreams:
         """Read until ``stream`` has data or has ended, draining the other stream meanwhile;
         Timeout once ``deadline`` has passed."""
         buffer = self.buffers[stream]
-        while not buffer and not buffer.ended:
+        while not buffer.has_data() and not buffer.ended:
             if self.read_some(stream, enough=True) or self.read_some(1 - stream):
                 continue
             if not self.pending():
@@ -121,6 +122,22 @@ class CommandStreams:
             # The other stream has usually ended too (one EOF covers the channel): then
             # the exit status can be collected now.
             self.read_some(1 - stream)
+        if self.at_eof and self.auto_finish:
+            yield from self.finish()
+
+    def fill_any(self, deadline: Optional[float]) -> Procedure[None]:
+        """Read until either stream has data, or both have ended; Timeout once ``deadline``
+        has passed."""
+        out, err = self.buffers
+        while not (out.has_data() or err.has_data()) and not self.at_eof:
+            if self.read_some(0, enough=True) | self.read_some(1, enough=True):
+                continue
+            if not self.pending():
+                left = remaining(deadline)
+                if left == 0:
+                    raise exc.Timeout.at(self.link.host, self.link.port,
+                                         "no output within the read timeout")
+                yield from self.link.wait(left, "reading output")
         if self.at_eof and self.auto_finish:
             yield from self.finish()
 
@@ -161,7 +178,7 @@ class CommandStreams:
     def discard(self) -> None:
         """Drop what the buffers hold."""
         for buffer in self.buffers:
-            if buffer:
+            if buffer.has_data():
                 buffer.take()
 
     def finish(self, timeout=UNSET) -> Procedure[None]:

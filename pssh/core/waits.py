@@ -112,6 +112,11 @@ class Spawn(Wait):
         self.name = name
 
 
+def pause(seconds: float) -> Procedure[None]:
+    """Let ``seconds`` pass (a procedure of its own, for code that has no other wait)."""
+    yield Sleep(seconds)
+
+
 # -- loop-free synchronisation -------------------------------------------------------------
 
 class Event:
@@ -207,5 +212,5 @@ class Task:
         return (yield WaitFor(self.done, deadline))
 
 
-__all__ = ["Connect", "Event", "Procedure", "Resolve", "SessionIO", "Sleep", "SocketIO",
+__all__ = ["Connect", "Event", "Procedure", "Resolve", "pause", "SessionIO", "Sleep", "SocketIO",
            "Spawn", "Task", "Turnstile", "Wait", "WaitFor"]

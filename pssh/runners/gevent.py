@@ -92,9 +92,13 @@ class GeventRunner:
                 value, error = None, err
 
     def spawn(self, procedure: Procedure, name: str = "") -> Task:
-        """Start ``procedure`` in a greenlet of its own; its :class:`Task`."""
+        """Start ``procedure`` in a greenlet of its own; its :class:`Task`.
+
+        Background procedures (keepalives, relays) run on the plain runner: one of a
+        client's own would keep that client alive for as long as they run.
+        """
         task = Task(name)
-        greenlet = gevent.spawn(self._run_task, task, procedure)
+        greenlet = gevent.spawn(RUNNER._run_task, task, procedure)
 
         def cancel() -> None:
             # A task that cancels itself (a keepalive closing its lost link) is ending anyway.

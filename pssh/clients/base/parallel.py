@@ -107,11 +107,12 @@ class BaseParallelSSHClient:
     def __init__(self, hosts: Iterable[str], pool_size: int = 100,
                  host_config: Optional[List[HostConfig]] = None,
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
-                 _auth_thread_pool: bool = True, **settings) -> None:
+                 _auth_thread_pool: bool = True, _options: Optional[ConnectOptions] = None,
+                 **settings) -> None:
         for ignored in ("gssapi_auth", "gssapi_server_identity", "gssapi_client_identity",
                         "gssapi_delegate_credentials"):
             settings.pop(ignored, None)  # parallel-ssh's libssh client only
-        self._options = ConnectOptions(**settings)
+        self._options = ConnectOptions(**settings).over(_options or ConnectOptions())
         self._options.pkey = _validate_pkey(self._options.pkey)
         _validate_api(self._options.keyboard_interactive, self._options.password)
         self._ssh_config = ssh_config_of(ssh_config)
@@ -162,15 +163,7 @@ class BaseParallelSSHClient:
     def _get_host_config(self, host_i: int) -> HostConfig:
         if self.host_config is not None:
             return self.host_config[host_i]
-        o = self._options
-        return HostConfig(user=o.user, port=o.port, password=o.password, private_key=o.pkey,
-                          allow_agent=o.allow_agent, num_retries=o.num_retries,
-                          retry_delay=o.retry_delay, timeout=o.timeout,
-                          identity_auth=o.identity_auth, proxy_host=o.proxy_host,
-                          proxy_port=o.proxy_port, proxy_user=o.proxy_user,
-                          proxy_password=o.proxy_password, proxy_pkey=o.proxy_pkey,
-                          keepalive_seconds=o.keepalive_seconds, ipv6_only=o.ipv6_only,
-                          cert_file=o.cert_file, forward_ssh_agent=o.forward_ssh_agent)
+        return HostConfig.of(self._options)
 
     def _host_options(self, host_i: int) -> ConnectOptions:
         """The client's options with ``host_config[host_i]`` layered over them."""

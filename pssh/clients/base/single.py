@@ -1,12 +1,13 @@
-"""One host: connecting, logging in, running commands and reading their output.
+"""One host, parallel-ssh's way: the ``SSHClient`` API as a shell over the session core.
 
-:class:`BaseSSHClient` is the part of the single-host client that does not
-depend on the SSH library: the connection sequence (``_connect`` ->
-``_init_session`` -> ``_auth_retry`` -> ``_keepalive``, each a method a
-subclass or a test may replace, as in parallel-ssh), the order of login
-methods, command wrapping (sudo, user, shell), output decoding and the
-directory walks of copies. :class:`pssh.clients.native.single.SSHClient`
-fills in libssh2.
+:class:`BaseSSHClient` keeps parallel-ssh's structure, whose steps programs
+and tests call and replace: ``_connect`` -> ``_init_session`` ->
+``_auth_retry`` (``auth``: ``_pkey_auth``, ``_agent_auth``,
+``_identity_auth``, ``_password_auth``) -> ``_keepalive``. Each step runs the
+core's procedure for it (:mod:`pssh.core`) on the gevent runner, in the calling
+greenlet; the order of login methods and every retry are the core's.
+:class:`pssh.clients.native.single.SSHClient` adds jump hosts, agent
+forwarding and transfers.
 
 Retries follow parallel-ssh's ``num_retries``: at most that many attempts
 (at least one) to resolve and connect, to handshake, and to log in, with
@@ -22,66 +23,81 @@ import warnings
 import weakref
 from typing import Iterable, Iterator, List, Optional, Union
 
-from gevent import Timeout as GTimeout, sleep, socket
+from gevent import socket
 
 from pssh import exceptions as exc
-from pssh.cancel import kill_script, new_marker, with_marker
+from pssh.cancel import new_marker, with_marker
 from pssh.clients.common import _validate_api, _validate_pkey
 from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer, split_lines
-from pssh.driver import SessionDriver, deadline_after, remaining
+from pssh.core import commands as core_commands
+from pssh.core.auth import DEFAULT_IDENTITIES, Credentials, LoginMethods, login, \
+    login_retrying
+from pssh.core.connect import Destination, open_socket
+from pssh.core.handshake import Attempt, named
+from pssh.core.link import Link
+from pssh.core.waits import pause
+from pssh.deadlines import deadline_after
 from pssh.keys import inspect_key_file
-from pssh.options import ConnectOptions, Resolved, ssh_config_of
+from pssh.options import FIELD_NAMES, ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
+from pssh.runners.gevent import GeventRunner
 from pssh.ssh_config import SSHConfig
-from ssh2 import exceptions as ssh2_exc
 
 host_logger = logging.getLogger("pssh.host_logger")
 logger = logging.getLogger(__name__)
 
+_named = named  # parallel-ssh era name, kept for callers
 
-def _named(err: BaseException, host: str, port: int) -> BaseException:
-    """An ssh2 error that names the host it happened on (``str()`` shows it)."""
-    if isinstance(err, ssh2_exc.SSH2Error) and not getattr(err, "host", None):
-        err.host = f"{host}:{port}"
-    return err
+
+def options_of(values: dict, base: Optional[ConnectOptions] = None) -> ConnectOptions:
+    """The settings among ``values`` (a client's keyword arguments) as options, over
+    ``base`` (options handed down whole, by the parallel client or a jump chain)."""
+    given = ConnectOptions(**{name: values[name] for name in FIELD_NAMES if name in values})
+    return given if base is None else given.over(base)
 
 
 class PollMixIn:
-    """``poll``/``eagain``/``eagain_write`` on the client's session, through its
-    :class:`~pssh.driver.SessionDriver` (parallel-ssh's co-operative polling API)."""
+    """``poll``/``eagain``/``eagain_write`` on the client's session (parallel-ssh's
+    co-operative polling API), each a core procedure on the client's runner."""
 
     session = None
     sock = None
     host = ""
     port = 22
     timeout: Optional[float] = None
+    _runner: GeventRunner = GeventRunner()
 
     @property
-    def _driver(self) -> SessionDriver:
-        """The driver of the current session and socket (a new one if either was replaced)."""
-        driver = self.__dict__.get("_driver_obj")
-        if driver is None or driver.session is not self.session or driver.sock is not self.sock:
-            driver = SessionDriver(self.sock, self.session, self.host, self.port, self.timeout)
-            self.__dict__["_driver_obj"] = driver
-        return driver
+    def _link(self) -> Link:
+        """The core's link for the current session and socket (a new one if either was
+        replaced, as programs and tests may do)."""
+        link = self.__dict__.get("_link_obj")
+        if link is None or link.session is not self.session or link.sock is not self.sock:
+            link = Link(self.sock, self.session, self.host, self.port, self.timeout)
+            self.__dict__["_link_obj"] = link
+        return link
+
+    def _run(self, procedure):
+        """Drive a core procedure to its end in this greenlet."""
+        return self._runner.run(procedure)
 
     def poll(self, timeout: Optional[float] = None) -> None:
         """Wait once for the socket, in the direction the session is blocked on."""
         if self.session is not None and self.sock is not None:
-            self._driver.wait(timeout, "waiting for the server")
+            self._run(self._link.wait(timeout, "waiting for the server"))
 
     def eagain(self, func, *args, **kwargs):
         """``func(*args, **kwargs)``, called again after each EAGAIN until it gives a
         result; the whole call is bounded by ``timeout``."""
         if kwargs:
-            return self._driver.eagain(lambda *a: func(*a, **kwargs), *args,
-                                       what=getattr(func, "__name__", ""))
-        return self._driver.eagain(func, *args)
+            return self._run(self._link.call(lambda *a: func(*a, **kwargs), *args,
+                                             what=getattr(func, "__name__", "")))
+        return self._run(self._link.call(func, *args))
 
     def eagain_write(self, write_func, data: bytes) -> None:
         """Write all of ``data`` with ``write_func`` (returning ``(rc, written)``), resuming
         after each EAGAIN from the last byte written."""
-        self._driver.write(write_func, data)
+        self._run(self._link.write(write_func, data))
 
 
 class Stdin:
@@ -187,21 +203,47 @@ class InteractiveShell:
             line.encode(self._encoding) + self._EOL for line in lines))
 
 
+def in_greenlet(method, *args, **kwargs):
+    """A procedure that calls the client's (blocking) ``method``: for steps of the core
+    that parallel-ssh's API lets programs replace. The gevent runner drives procedures in
+    the calling greenlet, so the method may wait there like any other step."""
+    return method(*args, **kwargs)
+    yield  # noqa: unreachable - makes this a procedure
+
+
+class _ClientLogins:
+    """The core's login order calls these; each is the client's overridable method, so
+    that a program which replaces ``_agent_auth`` (say) keeps working."""
+
+    def __init__(self, client: "BaseSSHClient") -> None:
+        self.client = client
+
+    def key(self, key):
+        return in_greenlet(self.client._pkey_auth, key)
+
+    def agent(self):
+        return in_greenlet(self.client._agent_auth)
+
+    def identities(self):
+        return in_greenlet(self.client._identity_auth)
+
+    def password(self):
+        return in_greenlet(self.client._password_auth)
+
+
 class BaseSSHClient(PollMixIn):
     """An SSH connection to one host: connects and logs in on creation.
 
-    Arguments are those of :class:`~pssh.options.ConnectOptions` (every
-    one defaults to the OpenSSH client config, then to parallel-ssh's
-    default) plus ``ssh_config`` (a path, an
-    :class:`~pssh.ssh_config.SSHConfig`, or ``False`` for none; default
-    ``~/.ssh/config``). ``_auth_thread_pool`` is accepted and ignored: logins
-    never block the event loop here.
+    Arguments are the settings of :class:`~pssh.options.ConnectOptions` (each
+    defaults to the OpenSSH client config, then to parallel-ssh's default) plus
+    ``ssh_config`` (a path, an :class:`~pssh.ssh_config.SSHConfig`, or ``False``
+    for none; default ``~/.ssh/config``). ``_auth_thread_pool`` is accepted and
+    ignored: logins never block the event loop here.
     """
 
     #: Key files tried when no ``pkey`` is given (``identity_auth``), unless the
-    #: ssh config names IdentityFiles.
-    IDENTITIES = tuple(os.path.expanduser(os.path.join("~", ".ssh", name)) for name in
-                       ("id_rsa", "id_dsa", "identity", "id_ecdsa", "id_ed25519"))
+    #: ssh config names IdentityFiles (OpenSSH's order; the core's default).
+    IDENTITIES = DEFAULT_IDENTITIES
 
     def __init__(self, host: str, user: Optional[str] = None, password: Optional[str] = None,
                  port: Optional[int] = None, pkey: Union[str, bytes, None] = None,
@@ -212,16 +254,11 @@ class BaseSSHClient(PollMixIn):
                  identity_auth: Optional[bool] = None, ipv6_only: Optional[bool] = None,
                  compress: Optional[bool] = None, keyboard_interactive: Optional[bool] = None,
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
-                 **more_options) -> None:
-        pkey = _validate_pkey(pkey)
-        options = ConnectOptions(
-            user=user, password=password, port=port, pkey=pkey, alias=alias,
-            num_retries=num_retries, retry_delay=retry_delay, allow_agent=allow_agent,
-            timeout=timeout, proxy_host=proxy_host, proxy_port=proxy_port,
-            identity_auth=identity_auth, ipv6_only=ipv6_only, compress=compress,
-            keyboard_interactive=keyboard_interactive, **more_options)
+                 _options: Optional[ConnectOptions] = None, **more_options) -> None:
+        _options = options_of({**locals(), **more_options}, _options)
+        _options.pkey = _validate_pkey(_options.pkey)
         self._ssh_config = ssh_config_of(ssh_config)
-        self._apply(options.resolve(host, self._ssh_config), host)
+        self._apply(_options.resolve(host, self._ssh_config), host)
         _validate_api(self.keyboard_interactive, self.password)
         self._init()
 
@@ -265,7 +302,11 @@ class BaseSSHClient(PollMixIn):
         self._host, self._port = resolved.hostname, resolved.port
         self._readers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._keepalive_greenlet = None
-        self._start_attempt()
+        # Each client resolves and connects through its own methods (parallel-ssh's
+        # tests replace this module's socket).
+        self._runner = GeventRunner(resolve=self._resolve_for_core,
+                                    connect=self._socket_for_core)
+        self._attempt = Attempt(resolved.connect_timeout)
 
     def _init(self) -> None:
         """Connect, handshake, log in, start keepalives; on any failure release everything."""
@@ -284,6 +325,9 @@ class BaseSSHClient(PollMixIn):
 
     # -- connecting ----------------------------------------------------------------
 
+    def _destination(self) -> Destination:
+        return Destination.of(self.host, self.resolved)
+
     def _get_addr_info(self, host: str, port: int) -> list:
         # Through gevent's resolver, even for an IP address (a thread hop each):
         # parallel-ssh's own tests patch this very call and check it was made.
@@ -297,56 +341,36 @@ class BaseSSHClient(PollMixIn):
             addr_info = filtered
         return addr_info
 
-    def _start_attempt(self) -> None:
-        """A new attempt to connect, handshake and log in: ``timeout`` (the connect
-        timeout) bounds it as a whole, whatever the server sends meanwhile."""
-        self._attempt_deadline = deadline_after(self.resolved.connect_timeout)
+    def _resolve_for_core(self, host: str, port: int) -> list:
+        return self._get_addr_info(host, port)
 
-    def _attempt_left(self) -> float:
-        """Seconds left of this connection attempt (at least a sliver, so a call made
-        after the deadline fails on its first wait with a clear Timeout)."""
-        return max(remaining(self._attempt_deadline), 1e-3)
+    def _socket_for_core(self, family, kind, address, timeout: Optional[float]):
+        sock = socket.socket(family, kind)
+        sock.settimeout(timeout)
+        try:
+            sock.connect(address)
+        except BaseException:
+            try:
+                sock.close()
+            except Exception:  # a replaced or broken socket object: nothing to release
+                pass
+            raise
+        return sock
+
+    def _start_attempt(self) -> None:
+        """A new attempt to connect, handshake and log in: the connect timeout bounds it
+        as a whole, whatever the server sends meanwhile."""
+        self._attempt.start()
+
+    def _attempt_left(self) -> Optional[float]:
+        return self._attempt.left()
 
     def _connect(self, host: str, port: int, retries: int = 1) -> None:
         """Open ``self.sock`` to ``host:port``, trying each address it resolves to."""
         self._start_attempt()
-        try:
-            addr_info = self._get_addr_info(host, port)
-        except socket.gaierror as err:
-            if retries < self.num_retries:
-                sleep(self.retry_delay)
-                return self._connect(host, port, retries=retries + 1)
-            raise exc.UnknownHostError("cannot resolve host name %s: %s (try %s of %s)", host,
-                                       err.strerror or err, retries, self.num_retries,
-                                       host=self.host, port=self.port) from None
-        for i, (family, kind, _, _, address) in enumerate(addr_info):
-            try:
-                return self._connect_socket(family, kind, address, host, port, retries)
-            except ConnectionRefusedError as err:
-                if i + 1 == len(addr_info):
-                    logger.debug("%s:%s: refused on %s", host, port, [a[4] for a in addr_info])
-                    raise exc.ConnectionRefused(err.errno, err.strerror, host, port) from None
-
-    def _connect_socket(self, family, kind, address, host: str, port: int,
-                        retries: int) -> None:
-        self.sock = socket.socket(family, kind)
-        self.sock.settimeout(self._attempt_left())
-        logger.debug("connecting to %s:%s (%s)", host, port, address)
-        try:
-            self.sock.connect(address)
-        except ConnectionRefusedError:
-            self._close_socket()
-            raise
-        except OSError as err:
-            self._close_socket()
-            if retries < self.num_retries:
-                sleep(self.retry_delay)
-                return self._connect(host, port, retries=retries + 1)
-            reason = err.strerror or str(err) or type(err).__name__
-            cls = exc.ConnectTimeout if isinstance(err, socket.timeout) else exc.ConnectionError
-            raise cls("%s:%s: cannot connect: %s (try %s of %s)", host, port, reason, retries,
-                      self.num_retries, host=self.host, port=self.port,
-                      errno=err.errno) from None
+        dest = self._destination()
+        dest.hostname, dest.port = host, port
+        self.sock = self._run(open_socket(dest, retries))
 
     def _close_socket(self) -> None:
         sock, self.sock = self.sock, None
@@ -371,75 +395,47 @@ class BaseSSHClient(PollMixIn):
             pass
         self.session = None
         self._close_socket()
-        sleep(self.retry_delay)
+        self._run(pause(self.retry_delay))
         self._connect(self._host, self._port, retries=retries)
         return self._init_session(retries=retries)
 
     # -- logging in ----------------------------------------------------------------
 
+    def _credentials(self) -> Credentials:
+        """Who logs in with what, for the core's login order."""
+        keys = () if self.pkey is None else (self.pkey,)
+        return Credentials(
+            self.user, keys=keys, password=self.password, passphrase=self.passphrase,
+            allow_agent=bool(self.allow_agent), identity_auth=bool(self.identity_auth),
+            identities=self.resolved.identity_files or tuple(self.IDENTITIES),
+            keyboard_interactive=bool(self.keyboard_interactive), cert_file=self.cert_file)
+
+    def _login_methods(self) -> LoginMethods:
+        """The core's login methods on this client's session."""
+        return LoginMethods(self._link, self._credentials(), self._attempt)
+
     def _auth_retry(self, retries: int = 1) -> None:
+        """:meth:`auth`, tried again after a failure (``num_retries``, the core's rule)."""
         if retries > 1:
-            self._start_attempt()  # a new login attempt on the same connection
-        try:
-            self.auth()
-        except (exc.Timeout, exc.ConnectionError, exc.PKeyFileError):
-            raise
-        except Exception as err:
-            if retries < self.num_retries:
-                sleep(self.retry_delay)
-                return self._auth_retry(retries=retries + 1)
-            user = self.user.replace("%", "%%")
-            raise exc.AuthenticationError(
-                f"%s:%s: authentication as {user!r} failed: %s (try %s of %s)",
-                self.host, self.port, err, retries, self.num_retries,
-                host=self.host, port=self.port) from err
+            self._start_attempt()
+        self._run(login_retrying(self._link, self._credentials(), _ClientLogins(self),
+                                 self._attempt, self.num_retries, self.retry_delay,
+                                 first_try=retries))
 
     def auth(self) -> None:
         """Log in: with ``pkey`` if given (and nothing else); otherwise with the
         agent (``allow_agent``), the default identities (``identity_auth``), then
-        the password. Raises :class:`~pssh.exceptions.AuthenticationError`."""
-        if self.pkey is not None:
-            return self._pkey_auth(self.pkey)
-        if self.allow_agent:
-            try:
-                self._agent_auth()
-            except (ssh2_exc.AgentError, ssh2_exc.AuthenticationError) as err:
-                logger.debug("%s: agent authentication failed: %s", self.host, err)
-            except (exc.Timeout, exc.ConnectionError):
-                raise
-            except Exception as err:
-                logger.error("%s: agent authentication failed: %r", self.host, err)
-            else:
-                return None
-        if self.identity_auth:
-            try:
-                return self._identity_auth()
-            except exc.AuthenticationError:
-                if self.password is None:
-                    raise
-        if self.password is None:
-            raise exc.AuthenticationError("%s:%s: no authentication method left to try",
-                                          self.host, self.port, host=self.host, port=self.port)
-        self._password_auth()
+        the password (the core's order, :mod:`pssh.core.auth`). Raises
+        :class:`~pssh.exceptions.AuthenticationError`."""
+        self._run(login(self._link, self._credentials(), _ClientLogins(self)))
 
     def _identity_files(self) -> tuple:
         return self.resolved.identity_files or tuple(self.IDENTITIES)
 
     def _identity_auth(self) -> None:
-        for path in self._identity_files():
-            if not os.path.isfile(path):
-                continue
-            try:
-                self._pkey_file_auth(path, password=self.passphrase or self.password)
-            except (exc.Timeout, exc.ConnectionError):
-                raise
-            except Exception as err:
-                logger.debug("%s: identity %s failed: %s", self.host, path, err)
-                continue
-            logger.debug("%s: authenticated with identity %s", self.host, path)
-            return
-        raise exc.AuthenticationError("%s:%s: no identity file was accepted", self.host,
-                                      self.port, host=self.host, port=self.port)
+        methods = self._login_methods()
+        methods.creds.identities = self._identity_files()
+        self._run(methods.identities())
 
     def _pkey_auth(self, pkey: Union[str, bytes]) -> None:
         if isinstance(pkey, str):
@@ -452,16 +448,22 @@ class BaseSSHClient(PollMixIn):
         return self._pkey_from_memory(pkey)
 
     def _agent_auth(self) -> None:
-        raise NotImplementedError
+        self._run(self._login_methods().agent())
 
     def _password_auth(self) -> None:
-        raise NotImplementedError
+        self._run(self._login_methods().password())
 
     def _pkey_file_auth(self, pkey_file: str, password: Optional[str] = None) -> None:
-        raise NotImplementedError
+        """Log in with a key file: its certificate first (``cert_file`` or
+        ``<key>-cert.pub``), then the key itself, with its ``.pub`` when present.
+        :class:`~pssh.exceptions.PKeyFileError` says what is wrong with the key."""
+        methods = self._login_methods()
+        if password is not None:
+            methods.creds.passphrase = password
+        self._run(methods.key_file(pkey_file))
 
     def _pkey_from_memory(self, pkey_data: bytes) -> None:
-        raise NotImplementedError
+        self._run(self._login_methods().key_data(pkey_data))
 
     def _keepalive(self) -> None:
         raise NotImplementedError
@@ -493,7 +495,7 @@ class BaseSSHClient(PollMixIn):
         raise NotImplementedError
 
     def _shell(self, channel) -> None:
-        raise NotImplementedError
+        self._run(core_commands.start(self._link, channel, None))
 
     def open_shell(self, encoding: str = "utf-8",
                    read_timeout: Optional[float] = None) -> InteractiveShell:
@@ -501,7 +503,7 @@ class BaseSSHClient(PollMixIn):
         channel = self.open_session()
         try:
             return InteractiveShell(channel, self, encoding=encoding, read_timeout=read_timeout)
-        except ssh2_exc.SSH2Error as err:
+        except Exception as err:
             raise exc.ShellError("%s:%s: cannot start a shell: %s", self.host, self.port, err,
                                  host=self.host, port=self.port) from None
 
@@ -534,10 +536,7 @@ class BaseSSHClient(PollMixIn):
         if marker is not None:
             command = with_marker(command, marker)
         wrapped = self._wrap_command(command, sudo, user, shell).encode(encoding)
-        with GTimeout(self.timeout or None,
-                      exc.Timeout("%s:%s: starting the command took over %s s", self.host,
-                                  self.port, self.timeout, host=self.host, port=self.port)):
-            channel = self._execute(wrapped, use_pty=use_pty)
+        channel = self._execute(wrapped, use_pty=use_pty)
         logger.debug("%s: started %r", self.host, wrapped)
         host_out = self._make_host_output(channel, encoding, read_timeout or timeout,
                                           fully_qualified_command=wrapped, errors=errors)
@@ -558,32 +557,7 @@ class BaseSSHClient(PollMixIn):
         reader = self._reader_of(host_output.channel)
         if reader is None or reader.closed:
             return False
-        deadline = deadline_after(timeout)
-        with GTimeout(timeout, exc.Timeout("%s:%s: cancelling took over %s s", self.host,
-                                           self.port, timeout, host=self.host, port=self.port)):
-            try:
-                self.eagain(host_output.channel.signal, signal)
-            except ssh2_exc.SSH2Error as err:
-                logger.debug("%s: signal request failed: %s", self.host, err)
-            grace = min(2.0, remaining(deadline) or 2.0)
-            if reader.marker is not None:
-                killer = self.run_command(kill_script(reader.marker, signal))
-                self.wait_finished(killer, consume_output=True)
-                # The signalled processes die when next scheduled: wait for the
-                # command's end (and its exit signal) before closing.
-                try:
-                    reader.wait_eof(timeout=grace, settle=True)
-                except exc.Timeout:
-                    logger.warning("%s: the command outlived %s", self.host, signal)
-            try:
-                # Without a pty sshd answers at once, whether the command ended or not.
-                reader.close(timeout=grace)
-            except exc.Timeout:
-                logger.warning("%s: the command is still running (no pty, and the server "
-                               "ignored the signal); its channel is given up", self.host)
-                return True
-        logger.info("%s: command cancelled", self.host)
-        return True
+        return self._run(core_commands.stop(self._link, reader.streams, signal, timeout))
 
     def execute(self, cmd: str, use_pty: bool = False, channel=None):
         """Deprecated: use :meth:`run_command`. Starts ``cmd``; returns its channel."""
@@ -597,7 +571,7 @@ class BaseSSHClient(PollMixIn):
     def _make_host_output(self, channel, encoding: str, read_timeout: Optional[float],
                           fully_qualified_command: Optional[bytes] = None,
                           errors: str = "replace") -> HostOutput:
-        reader = ChannelReader(self._driver, channel)
+        reader = ChannelReader(self, channel)
         self._readers[id(channel)] = reader
         return HostOutput(self.host, channel, Stdin(channel, self, reader), self,
                           alias=self.alias, encoding=encoding, read_timeout=read_timeout,
@@ -652,14 +626,9 @@ class BaseSSHClient(PollMixIn):
         if channel is None:
             return
         reader = self._reader_of(channel)
-        if reader is not None:
-            reader.wait_eof(timeout, consume=consume_output)
-            return
-        with GTimeout(timeout, exc.Timeout("%s:%s: command still running after %s s",
-                                           self.host, self.port, timeout,
-                                           host=self.host, port=self.port)):
-            self.eagain(channel.wait_eof)
-            self.close_channel(channel)
+        if reader is None:  # a channel of the caller's own: read it with the core's streams
+            reader = ChannelReader(self, channel)
+        reader.wait_eof(timeout, consume=consume_output)
 
     def close_channel(self, channel) -> None:
         """Close ``channel`` (output read so far stays readable)."""
@@ -763,4 +732,5 @@ class BaseSSHClient(PollMixIn):
         raise NotImplementedError
 
 
-__all__: List[str] = ["BaseSSHClient", "InteractiveShell", "PollMixIn", "Stdin"]
+__all__: List[str] = ["BaseSSHClient", "InteractiveShell", "PollMixIn", "Stdin",
+                      "in_greenlet", "options_of"]

@@ -7,6 +7,7 @@ from typing import List, Optional, Sequence, Union
 import gevent
 
 from pssh.clients.base.parallel import BaseParallelSSHClient
+from pssh.clients.base.single import options_of
 from pssh.clients.native.jump import JumpHosts
 from pssh.clients.native.single import SSHClient
 from pssh.config import HostConfig
@@ -66,19 +67,9 @@ class ParallelSSHClient(BaseParallelSSHClient):
                  request_timeout: Optional[float] = None,
                  processes: Union[int, str, None] = None,
                  _auth_thread_pool: bool = True) -> None:
-        super().__init__(
-            hosts, pool_size=pool_size, host_config=host_config, ssh_config=ssh_config,
-            _auth_thread_pool=_auth_thread_pool, user=user, password=password, port=port,
-            pkey=pkey, num_retries=num_retries, timeout=timeout, allow_agent=allow_agent,
-            retry_delay=retry_delay, proxy_host=proxy_host, proxy_port=proxy_port,
-            proxy_user=proxy_user, proxy_password=proxy_password, proxy_pkey=proxy_pkey,
-            forward_ssh_agent=forward_ssh_agent, keepalive_seconds=keepalive_seconds,
-            identity_auth=identity_auth, ipv6_only=ipv6_only, compress=compress,
-            keyboard_interactive=keyboard_interactive, passphrase=passphrase,
-            cert_file=cert_file, known_hosts=known_hosts, host_key_policy=host_key_policy,
-            keepalive_count_max=keepalive_count_max, proxy_jump=proxy_jump, ciphers=ciphers,
-            macs=macs, kex_algorithms=kex_algorithms, connect_timeout=connect_timeout,
-            request_timeout=request_timeout)
+        super().__init__(hosts, pool_size=pool_size, host_config=host_config,
+                         ssh_config=ssh_config, _auth_thread_pool=_auth_thread_pool,
+                         _options=options_of(locals()))
         self._jumps = JumpHosts(SSHClient)
 
     def run_command(self, command: str, sudo: bool = False, user: Optional[str] = None,
@@ -107,7 +98,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
 
     def _make_ssh_client(self, host: str, options: ConnectOptions) -> SSHClient:
         return SSHClient(host, ssh_config=self._ssh_config or False, _jump_hosts=self._jumps,
-                         **options.given())
+                         _options=options)
 
     # -- SCP --------------------------------------------------------------------------
 

@@ -1,9 +1,9 @@
-"""``SSHClient``: one host over libssh2 (the ``ssh2`` bindings), on gevent.
+"""``SSHClient``: one host over libssh2, on gevent (parallel-ssh's API).
 
-Every libssh2 call is non-blocking, the handshake and logins included: a
-call that would block waits on the socket through the session driver,
-letting other greenlets run (parallel-ssh ran handshakes and logins blocking
-in a thread pool; ``_auth_thread_pool`` is accepted and ignored).
+Every step is the session core's (:mod:`pssh.core`), run on the gevent
+runner in the calling greenlet: the handshake and logins never block the hub
+(parallel-ssh ran them blocking in a thread pool; ``_auth_thread_pool`` is
+accepted and ignored).
 
 Beyond parallel-ssh: the server's host key is verified against known_hosts
 (``host_key_policy``: ``"accept-new"`` by default, ``"strict"``, or
@@ -14,24 +14,21 @@ forwarding, user and host certificates, ServerAliveCountMax.
 from __future__ import annotations
 
 import logging
-import os
 import weakref
 from typing import Optional, Union
 
-from gevent import sleep
-
 from pssh import exceptions as exc
-from pssh.clients.base.single import BaseSSHClient, _named
-from pssh.clients.native.agent_forwarding import AgentForwarder
-from pssh.clients.native.jump import JumpHosts, Tunnel
+from pssh.clients.base.single import BaseSSHClient, options_of
+from pssh.clients.native.jump import JumpHosts
 from pssh.clients.native.transfer import TransferMixin
-from pssh.driver import KeepAlive
-from pssh.keys import inspect_key, inspect_key_file
-from pssh.known_hosts import verify_host_key
-from pssh.login import (Attempt, accepted, agent_attempts, disconnect_agent, key_data_attempt,
-                        key_errors, key_file_attempts, password_attempt, prepare_session)
+from pssh.core import commands as core_commands
+from pssh.core.establish import dialer, forward_agent
+from pssh.core.handshake import check_host_key, start_session
+from pssh.core.keepalive import start_keepalive
+from pssh.core.link import Link
+from pssh.core.waits import Task
+from pssh.options import ConnectOptions
 from pssh.ssh_config import SSHConfig
-from ssh2 import exceptions as ssh2_exc
 from ssh2.session import Session
 
 logger = logging.getLogger(__name__)
@@ -46,6 +43,26 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def _new_session() -> Session:
+    # Looked up in this module when called: parallel-ssh's tests replace ``Session`` here.
+    return Session()
+
+
+class KeepAlive:
+    """The keepalives of one client (parallel-ssh's ``KeepAlive``): the core's keepalive
+    task (:mod:`pssh.core.keepalive`), stopped with :meth:`stop`."""
+
+    def __init__(self, task: Task) -> None:
+        self._task = task
+
+    @property
+    def dead(self) -> bool:
+        return self._task.done.is_set()
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
 class SSHClient(TransferMixin, BaseSSHClient):
     """An SSH connection to one host; connects and logs in on creation.
 
@@ -58,7 +75,8 @@ class SSHClient(TransferMixin, BaseSSHClient):
     ``keepalive_count_max``, ``proxy_jump`` (``[user@]host[:port],...``),
     ``ciphers`` / ``macs`` / ``kex_algorithms`` (OpenSSH's list syntax, as
     Ciphers / MACs / KexAlgorithms: ``+`` adds to, ``-`` removes from, ``^``
-    puts first in the default; :func:`pssh.login.algorithm_list`).
+    puts first in the default; :func:`pssh.login.algorithm_list`),
+    ``connect_timeout`` and ``request_timeout`` (the limits under ``timeout``).
 
     ``timeout`` bounds connecting and each request (opening a channel,
     starting a command) as a whole; ``read_timeout`` (per command) bounds
@@ -69,8 +87,8 @@ class SSHClient(TransferMixin, BaseSSHClient):
     _via: Optional["SSHClient"] = None
     _jumps: Optional[JumpHosts] = None
     _own_jumps = True
-    _tunnel: Optional[Tunnel] = None
-    _agent: Optional[AgentForwarder] = None
+    _tunnel: Optional[Task] = None
+    _agent = None
 
     def __init__(self, host: str, user: Optional[str] = None, password: Optional[str] = None,
                  port: Optional[int] = None, pkey: Union[str, bytes, None] = None,
@@ -92,23 +110,12 @@ class SSHClient(TransferMixin, BaseSSHClient):
                  kex_algorithms: Optional[str] = None,
                  connect_timeout: Optional[float] = None,
                  request_timeout: Optional[float] = None,
-                 _via: Optional["SSHClient"] = None) -> None:
+                 _via: Optional["SSHClient"] = None,
+                 _options: Optional[ConnectOptions] = None) -> None:
         self._via = _via
         self._own_jumps = _jump_hosts is None
         self._jumps = _jump_hosts
-        super().__init__(
-            host, user=user, password=password, port=port, pkey=pkey, alias=alias,
-            num_retries=num_retries, retry_delay=retry_delay, allow_agent=allow_agent,
-            timeout=timeout, proxy_host=proxy_host, proxy_port=proxy_port,
-            _auth_thread_pool=_auth_thread_pool, identity_auth=identity_auth,
-            ipv6_only=ipv6_only, compress=compress, keyboard_interactive=keyboard_interactive,
-            ssh_config=ssh_config, forward_ssh_agent=forward_ssh_agent, proxy_pkey=proxy_pkey,
-            proxy_user=proxy_user, proxy_password=proxy_password,
-            keepalive_seconds=keepalive_seconds, passphrase=passphrase, cert_file=cert_file,
-            known_hosts=known_hosts, host_key_policy=host_key_policy,
-            keepalive_count_max=keepalive_count_max, proxy_jump=proxy_jump, ciphers=ciphers,
-            macs=macs, kex_algorithms=kex_algorithms, connect_timeout=connect_timeout,
-            request_timeout=request_timeout)
+        super().__init__(host, ssh_config=ssh_config, _options=options_of(locals(), _options))
 
     # -- connecting ----------------------------------------------------------------
 
@@ -118,72 +125,62 @@ class SSHClient(TransferMixin, BaseSSHClient):
         if self._via is None:
             return super()._connect(host, port, retries)
         self._start_attempt()
-        try:
-            self._tunnel = Tunnel(self._via, host, port, timeout=self._attempt_left())
-        except exc.ProxyTargetError:
-            if retries < self.num_retries:
-                sleep(self.retry_delay)
-                return self._connect(host, port, retries=retries + 1)
-            raise
-        self.sock = self._tunnel.sock
+        dial = self._dial()
+        self.sock = self._run(dial(retries))
+        self._tunnel = dial.tunnel
+
+    def _dial(self):
+        """How to get a socket to the target (through the jump host when there is one)."""
+        dest = self._destination()
+        dest.hostname, dest.port = self._host, self._port
+        return dialer(dest, self._via._link if self._via is not None else None, self._attempt)
 
     def _connect_jump_hosts(self) -> "SSHClient":
         hops = self.resolved.jump_hops
         if self._jumps is None:
             self._jumps = JumpHosts(SSHClient)
-        settings = self.resolved.jump_options().given()
+        options = self.resolved.jump_options()
         try:
-            return self._jumps.chain(hops, ssh_config=self._ssh_config or False,
-                                     _jump_hosts=self._jumps, **settings)
+            return self._run(self._jumps.chain(hops, ssh_config=self._ssh_config or False,
+                                               _jump_hosts=self._jumps, _options=options))
         except Exception as err:
             route = ", ".join(f"{h}:{p}" if p else h for _, h, p in hops)
             raise exc.ProxyError("%s:%s: jump host %s failed: %s", self.host, self.port, route,
                                  err, host=self.host, port=self.port) from err
 
     def _init_session(self, retries: int = 1) -> None:
-        """A new session on ``self.sock``: handshake (retried as parallel-ssh does), then the
-        host key check (never retried)."""
-        self.session = Session()
-        self.session.set_blocking(False)
-        prepare_session(self.session, self.resolved, self.host)
-        try:
-            self._driver.eagain(self.session.handshake, self.sock,
-                                timeout=self._attempt_left(), what="SSH handshake")
-        except Exception as err:
-            if retries < self.num_retries:
-                return self._connect_init_session_retry(retries=retries + 1)
-            logger.error("%s:%s: SSH handshake failed: %s", self.host, self.port, err)
-            raise _named(err, self.host, self.port)
+        """A new session on ``self.sock``: handshake (retried on a new connection, as
+        parallel-ssh does), then the host key check (never retried)."""
+        dial = self._dial()
+        link = self._run(start_session(self._destination(), self.resolved, self.sock,
+                                       _new_session, self._attempt, retries, dial=dial))
+        if dial.tunnel is not None:
+            self._tunnel = dial.tunnel
+        self.sock, self.session = link.sock, link.session
+        self.__dict__["_link_obj"] = link
         self._follow_connection()
         self._verify_host_key()
 
     def _follow_connection(self) -> None:
-        """Once the driver closes the connection (a lost server, say), so does the client:
-        the parallel client then connects afresh on the host's next use."""
+        """Once the link closes (a lost server, say), so does the client: the parallel
+        client then connects afresh on the host's next use."""
         ref = weakref.ref(self)
-        driver = self._driver
+        link = self._link
 
         def closed() -> None:
             client = ref()
-            if client is not None and client.session is driver_session:
+            if client is not None and client.session is link_session:
                 client._disconnect()
 
-        driver_session = driver.session
-        driver.on_close.append(closed)
+        link_session = link.session
+        link.on_close.append(closed)
 
     def _verify_host_key(self) -> None:
-        verify_host_key(self.session, self.resolved.host_key_name, self.port,
-                        self.host_key_policy, self.known_hosts)
+        check_host_key(self._link, self.resolved)
 
     def _after_auth(self) -> None:
-        if not self.forward_ssh_agent:
-            return
-        agent_path = os.environ.get("SSH_AUTH_SOCK")
-        if not agent_path:
-            logger.warning("%s: agent forwarding asked for, but there is no local SSH agent "
-                           "(SSH_AUTH_SOCK is not set): not forwarding", self.host)
-            return
-        self._agent = AgentForwarder(self._driver, agent_path)
+        if self.forward_ssh_agent:
+            self._agent = forward_agent(self._link, None)
 
     def configure_keepalive(self) -> None:
         """Keepalives every ``keepalive_seconds`` (no replies asked)."""
@@ -191,78 +188,13 @@ class SSHClient(TransferMixin, BaseSSHClient):
 
     def _keepalive(self) -> None:
         if self.keepalive_seconds:
-            self._keepalive_greenlet = self._driver.start_keepalive(
-                self.keepalive_seconds, self.keepalive_count_max or 0)
-
-    # -- logging in ----------------------------------------------------------------
-
-    def _login(self, attempt: Attempt) -> None:
-        """Make one login call; AuthenticationError unless it logged us in."""
-        self._driver.eagain(attempt.call, *attempt.args, timeout=self._attempt_left(),
-                            what=attempt.what)
-        if not accepted(self.session):
-            # A partial success: the server wants another method as well.
-            raise ssh2_exc.AuthenticationError(f"{attempt.what}: the server asks for more "
-                                               f"methods")
-
-    def _agent_auth(self) -> None:
-        """Log in with the first key of the SSH agent the server accepts."""
-        agent = self.session.agent_init()
-        agent.connect()
-        try:
-            for attempt in agent_attempts(self.session, agent, self.user):
-                try:
-                    return self._login(attempt)
-                except ssh2_exc.AuthenticationError:
-                    continue
-            raise ssh2_exc.AgentAuthenticationError(
-                f"no key of the SSH agent was accepted for {self.user!r}")
-        finally:
-            disconnect_agent(agent)
-
-    def _pkey_file_auth(self, pkey_file: str, password: Optional[str] = None) -> None:
-        """Log in with a key file: its certificate first (``cert_file`` or
-        ``<key>-cert.pub``), then the key itself, with its ``.pub`` when present.
-
-        :class:`~pssh.exceptions.PKeyFileError` says what is wrong with the
-        key (missing, a directory, not a key, encrypted without a passphrase,
-        a wrong passphrase) rather than libssh2's one message for all of them.
-        """
-        info = inspect_key_file(pkey_file)
-        with key_errors(info, f"private key file {pkey_file}", password):
-            self._pkey_file_login(pkey_file, password)
-
-    def _pkey_from_memory(self, pkey_data: bytes) -> None:
-        # Key data is not a file: its problems are failed logins (retried and
-        # reported as AuthenticationError, as parallel-ssh does), said plainly.
-        passphrase = self.passphrase or self.password
-        name = "the private key given in memory"
-        info = inspect_key(pkey_data, name, error=ssh2_exc.AuthenticationError)
-        with key_errors(info, name, passphrase, error=ssh2_exc.AuthenticationError):
-            self._login(key_data_attempt(self.session, self.user, pkey_data, passphrase or ""))
-
-    def _pkey_file_login(self, pkey_file: str, password: Optional[str]) -> None:
-        try:
-            *certificates, key = key_file_attempts(self.session, self.user, pkey_file,
-                                                   password or "", self.cert_file)
-        except exc.PKeyFileError as err:
-            err.host, err.port = self.host, self.port
-            raise
-        for attempt in certificates:
-            try:
-                return self._login(attempt)
-            except ssh2_exc.AuthenticationError as err:
-                logger.debug("%s: %s refused: %s", self.host, attempt.what, err)
-        self._login(key)
-
-    def _password_auth(self) -> None:
-        self._login(password_attempt(self.session, self.user, self.password,
-                                     self.keyboard_interactive))
+            self._keepalive_greenlet = KeepAlive(self._run(start_keepalive(
+                self._link, self.keepalive_seconds, self.keepalive_count_max or 0)))
 
     # -- channels ----------------------------------------------------------------------
 
     def _open_session(self):
-        return self._driver.exclusive(self.session.open_session, what="opening a channel")
+        return self._run(core_commands.open_channel(self._link, self._agent))
 
     def open_session(self):
         """A new session channel (agent forwarding requested on it when on);
@@ -271,45 +203,38 @@ class SSHClient(TransferMixin, BaseSSHClient):
             raise exc.SessionError("%s:%s: the client is closed", self.host, self.port,
                                    host=self.host, port=self.port)
         try:
-            channel = self._open_session()
-        except (exc.Timeout, exc.ConnectionError):
+            return self._open_session()
+        except (exc.Timeout, exc.ConnectionError, exc.SessionError):
             raise  # the connection itself failed (or was declared lost): said as such
         except Exception as err:
             raise exc.SessionError("%s:%s: cannot open a channel: %s", self.host, self.port,
                                    err, host=self.host, port=self.port) from err
-        if self._agent is not None:
-            self._agent.request(channel)
-        return channel
-
-    def _shell(self, channel) -> None:
-        self.eagain(channel.shell)
 
     def _execute(self, cmd, use_pty: bool = False, channel=None):
-        channel = self.open_session() if channel is None else channel
-        try:
-            if use_pty:
-                self.eagain(channel.pty)
-            self.eagain(channel.execute, cmd)
-        except ssh2_exc.SSH2Error as err:
-            raise _named(err, self.host, self.port)
+        if channel is None:
+            if self.session is None:
+                raise exc.SessionError("%s:%s: the client is closed", self.host, self.port,
+                                       host=self.host, port=self.port)
+            return self._run(core_commands.start_command(
+                self._link, cmd, pty=() if use_pty else None, agent=self._agent))
+        self._run(core_commands.start(self._link, channel, cmd,
+                                      pty=() if use_pty else None))
         return channel
 
     # -- ending ------------------------------------------------------------------------
 
     def _disconnect(self) -> None:
         """Close the session, the socket, and jump host sessions of our own (idempotent)."""
-        if self._agent is not None:
-            self._agent.close()
-            self._agent = None
-        driver = self.__dict__.get("_driver_obj")
+        link: Optional[Link] = self.__dict__.get("_link_obj")
         session, self.session = self.session, None
-        if session is not None and driver is not None and driver.session is session:
-            driver.close()  # says goodbye without waiting
+        self._agent = None
+        if session is not None and link is not None and link.session is session:
+            link.close()  # says goodbye without waiting; stops keepalives and forwarding
         self._keepalive_greenlet = None
         del session
         self._close_socket()
         if self._tunnel is not None:
-            self._tunnel.close()
+            self._tunnel.cancel()
             self._tunnel = None
         if self._own_jumps and self._jumps is not None:
             self._jumps.close()

@@ -1,10 +1,11 @@
 """File transfer for :class:`~pssh.clients.native.single.SSHClient`: SFTP and SCP.
 
 parallel-ssh's methods, each a step a caller may replace (``_make_sftp``,
-``sftp_put``/``_sftp_put``, ``sftp_get``/``_sftp_get``, ``_scp_send``, ...).
-The bytes move in the bindings' C loops (pipelined, without the GIL) with
-the session driver's wait, so many hosts transfer at once. A file appears
-under its final name only once complete: downloads are written to a
+``sftp_put``/``_sftp_put``, ``sftp_get``/``_sftp_get``, ``_scp_send``, ...);
+each runs the session core's procedure for it (:mod:`pssh.core.sftp`,
+:mod:`pssh.core.scp`): the bytes move in the bindings' C pumps (pipelined,
+without the GIL) between waits, so many hosts transfer at once. A file
+appears under its final name only once complete: downloads are written to a
 temporary file beside the target and renamed, SFTP uploads likewise on the
 server; a failed SCP upload is removed. Local OS errors (permission denied,
 no space) are raised as they are (``OSError``), as in parallel-ssh.
@@ -18,38 +19,32 @@ import stat
 from typing import Callable, Iterator, Optional
 
 from pssh import exceptions as exc
-from pssh.partial_files import keep_download, local_part_file, remote_part_name
-from ssh2 import exceptions as ssh2_exc
-from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
-from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
-                       LIBSSH2_FXF_TRUNC, LIBSSH2_FXF_WRITE, LIBSSH2_SFTP_ATTR_PERMISSIONS,
-                       LIBSSH2_SFTP_S_IFDIR, LIBSSH2_SFTP_S_IFMT)
-from ssh2.sftp_handle import SFTPAttributes
+from pssh.clients.base.single import in_greenlet
+from pssh.core import scp as core_scp, sftp as core_sftp
+from pssh.core.sftp import is_dir as _is_dir
 
 logger = logging.getLogger("pssh.clients.native.single")
 
 Progress = Optional[Callable[[int, int], None]]
-SCP_CHUNK = 2 * 1024 * 1024
-DIR_MODE = 0o755
-
-
-def _is_dir(attrs) -> bool:
-    return attrs.permissions & LIBSSH2_SFTP_S_IFMT == LIBSSH2_SFTP_S_IFDIR
+SCP_CHUNK = core_scp.CHUNK
+DIR_MODE = core_sftp.DIR_MODE
 
 
 class TransferMixin:
-    """SFTP and SCP methods of the native client (uses its session, driver and ``eagain``)."""
+    """SFTP and SCP methods of the native client (runs the core's on its link)."""
 
     # -- SFTP sessions and directories ------------------------------------------------
 
     def _make_sftp_eagain(self):
-        return self._driver.exclusive(self.session.sftp_init, what="starting SFTP")
+        return self._run(core_sftp.start(self._link))
 
     def _make_sftp(self):
         """A new SFTP session on this connection; :class:`~pssh.exceptions.SFTPError` if
         the server refuses it."""
         try:
             return self._make_sftp_eagain()
+        except exc.SFTPError:
+            raise
         except Exception as err:
             raise exc.SFTPError("%s:%s: cannot start SFTP: %s", self.host, self.port, err,
                                 host=self.host, port=self.port) from err
@@ -62,50 +57,18 @@ class TransferMixin:
 
     def _remote_stat(self, sftp, path: str):
         """The remote path's attributes, or None if it does not exist."""
-        try:
-            return self.eagain(sftp.stat, path)
-        except (ssh2_exc.SFTPNoSuchFileError, ssh2_exc.SFTPHandleError):
-            return None
+        return self._run(core_sftp.stat(self._link, sftp, path))
 
     def _mkdir(self, sftp, directory: str) -> None:
         """Create one remote directory; :class:`~pssh.exceptions.SFTPIOError` if refused."""
-        try:
-            self.eagain(sftp.mkdir, directory, DIR_MODE)
-        except ssh2_exc.SSH2Error as err:
-            raise exc.SFTPIOError("cannot create directory %s on host %s: %s", directory,
-                                  self.host, err, host=self.host, port=self.port) from None
-        logger.debug("%s: created remote directory %s", self.host, directory)
+        self._run(core_sftp.mkdir(self._link, sftp, directory))
 
     def mkdir(self, sftp, directory: str) -> None:
         """Create ``directory`` and its missing parents on the server (``mkdir -p``)."""
-        sftp = self._sftp(sftp)
-        path = "" if directory.startswith("/") else "."
-        for part in (p for p in directory.split("/") if p):
-            path = f"{path}/{part}"
-            attrs = self._remote_stat(sftp, path)
-            if attrs is None:
-                try:
-                    self._mkdir(sftp, path)
-                    continue
-                except exc.SFTPIOError:
-                    # SFTP v3 reports "exists" as a plain failure: another
-                    # host or greenlet may have made it, as mkdir -p tolerates.
-                    attrs = self._remote_stat(sftp, path)
-                    if attrs is None:
-                        raise
-            if not _is_dir(attrs):
-                raise exc.SFTPIOError("%s on host %s exists and is not a directory", path,
-                                      self.host, host=self.host, port=self.port)
+        self._run(core_sftp.makedirs(self._link, self._sftp(sftp), directory))
 
     def _set_remote_mode(self, sftp, path: str, mode: int) -> None:
-        attrs = SFTPAttributes()
-        attrs.flags = LIBSSH2_SFTP_ATTR_PERMISSIONS
-        attrs.permissions = mode
-        try:
-            self.eagain(sftp.setstat, path, attrs)
-        except ssh2_exc.SSH2Error as err:
-            raise exc.SFTPIOError("cannot set the mode of %s on host %s: %s", path, self.host,
-                                  err, host=self.host, port=self.port) from err
+        self._run(core_sftp.set_mode(self._link, sftp, path, mode))
 
     # Directory trees keep their permission bits, set once their contents are in
     # (a read-only directory would refuse them).
@@ -118,12 +81,8 @@ class TransferMixin:
         self._set_remote_mode(sftp, remote_dir, stat.S_IMODE(os.stat(local_dir).st_mode))
 
     def _sftp_readdir(self, dir_h) -> Iterator[bytes]:
-        """The names in an open remote directory (EAGAIN handled)."""
-        for size, name, _ in dir_h.readdir():
-            if size == LIBSSH2_ERROR_EAGAIN:
-                self.poll()
-                continue
-            yield name
+        """The names in an open remote directory."""
+        return iter(self._run(core_sftp.read_names(self._link, dir_h)))
 
     def _sftp_openfh(self, open_func, remote_file: str, *args):
         try:
@@ -132,8 +91,8 @@ class TransferMixin:
             raise exc.SFTPError("%s:%s: cannot open %s: %s", self.host, self.port, remote_file,
                                 err, host=self.host, port=self.port) from err
 
-    def _wait_for_transfer(self) -> None:
-        self._driver.wait(self.timeout, "file transfer")
+    def _listdir(self, sftp, remote_dir: str) -> list:
+        return self._run(core_sftp.listdir(self._link, sftp, remote_dir))
 
     # -- SFTP uploads ------------------------------------------------------------------
 
@@ -159,7 +118,9 @@ class TransferMixin:
         """Write the local file into an open remote file handle; returns the bytes sent."""
         fd = os.open(local_file, os.O_RDONLY)
         try:
-            return remote_fh.write_from_fd(fd, callback=callback, wait=self._wait_for_transfer)
+            return self._run(core_sftp.pump(self._link, remote_fh.pump_from_fd, fd,
+                                            f"uploading {local_file}", callback,
+                                            os.fstat(fd).st_size))
         finally:
             os.close(fd)
 
@@ -167,47 +128,10 @@ class TransferMixin:
                  callback: Progress = None) -> None:
         """Upload one file (with the local file's permission bits); the remote file
         appears under its name only when complete."""
-        mode = stat.S_IMODE(os.stat(local_file).st_mode)
-        part = remote_part_name(remote_file)
-        flags = LIBSSH2_FXF_CREAT | LIBSSH2_FXF_WRITE | LIBSSH2_FXF_TRUNC | LIBSSH2_FXF_EXCL
-        remote_fh = self._sftp_openfh(sftp.open, part, flags, mode)
-        try:
-            try:
-                if callback is None:
-                    self._sftp_put(remote_fh, local_file)
-                else:
-                    self._sftp_put(remote_fh, local_file, callback=callback)
-                self.eagain(remote_fh.close)
-            except ssh2_exc.SSH2Error as err:
-                raise exc.SFTPIOError("writing remote file %s on host %s failed: %s",
-                                      remote_file, self.host, err,
-                                      host=self.host, port=self.port) from err
-            self._rename_into_place(sftp, part, remote_file)
-        except BaseException:
-            self._discard_remote(sftp, remote_fh, part)
-            raise
-
-    def _rename_into_place(self, sftp, part: str, remote_file: str) -> None:
-        try:
-            self.eagain(sftp.posix_rename, part, remote_file)
-        except ssh2_exc.SFTPOpUnsupportedError:
-            try:
-                self.eagain(sftp.unlink, remote_file)
-            except ssh2_exc.SFTPNoSuchFileError:
-                pass
-            self.eagain(sftp.rename, part, remote_file)
-        except ssh2_exc.SSH2Error as err:
-            raise exc.SFTPIOError("cannot move %s into place on host %s: %s", remote_file,
-                                  self.host, err, host=self.host, port=self.port) from err
-
-    def _discard_remote(self, sftp, remote_fh, path: str) -> None:
-        """Best effort, after a failure: close the handle, remove the partial file."""
-        try:
-            if not remote_fh.closed:
-                self.eagain(remote_fh.close)
-            self.eagain(sftp.unlink, path)
-        except Exception as err:  # the connection may be what failed
-            logger.debug("%s: could not remove partial file %s: %s", self.host, path, err)
+        send = (lambda handle: in_greenlet(self._sftp_put, handle, local_file)) \
+            if callback is None else \
+            (lambda handle: in_greenlet(self._sftp_put, handle, local_file, callback))
+        self._run(core_sftp.upload(self._link, sftp, local_file, remote_file, send=send))
 
     # -- SFTP downloads ------------------------------------------------------------------
 
@@ -226,57 +150,34 @@ class TransferMixin:
             if not recurse:
                 raise ValueError(f"{remote_file} is a directory: pass recurse=True")
             self._make_local_dir(local_file)
-            dir_h = self._sftp_openfh(sftp.opendir, remote_file)
-            with dir_h:
-                names = list(self._sftp_readdir(dir_h))
+            names = self._listdir(sftp, remote_file)
             self._copy_remote_dir(names, remote_file, local_file, sftp, encoding=encoding)
             os.chmod(local_file, attrs.permissions & 0o7777)
             return
         self._make_local_dir(os.path.dirname(local_file))
-        if callback is not None:
-            size, report = attrs.filesize, callback
-            callback = lambda done, _: report(done, size)  # noqa: E731 - the stat knows the size
         self.sftp_get(sftp, remote_file, local_file, callback=callback)
-        os.chmod(local_file, attrs.permissions & 0o7777)
         logger.info("copied %s:%s to %s", self.host, remote_file, local_file)
 
     def _sftp_get(self, remote_fh, local_file: str, callback: Progress = None) -> int:
         """Read an open remote file handle to its end into ``local_file``."""
         fd = os.open(local_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            return remote_fh.read_into_fd(fd, callback=callback, wait=self._wait_for_transfer)
+            return self._run(core_sftp.pump(self._link, remote_fh.pump_to_fd, fd,
+                                            f"downloading into {local_file}", callback))
         finally:
             os.close(fd)
 
     def sftp_get(self, sftp, remote_file: str, local_file: str,
                  callback: Progress = None) -> None:
-        """Download one file; ``local_file`` appears only when complete."""
-        remote_fh = self._sftp_openfh(sftp.open, remote_file, LIBSSH2_FXF_READ, 0)
-        fd, part = local_part_file(local_file)
-        os.close(fd)
-        try:
-            try:
-                if callback is None:
-                    self._sftp_get(remote_fh, part)
-                else:
-                    self._sftp_get(remote_fh, part, callback=callback)
-            except ssh2_exc.SSH2Error as err:
-                raise exc.SFTPIOError("reading remote file %s on host %s failed: %s",
-                                      remote_file, self.host, err,
-                                      host=self.host, port=self.port) from err
-            os.replace(part, local_file)
-        except BaseException:
-            try:
-                os.unlink(part)
-            except OSError:
-                pass
-            raise
-        finally:
-            try:
-                if not remote_fh.closed:
-                    self.eagain(remote_fh.close)
-            except ssh2_exc.SSH2Error:
-                pass
+        """Download one file; ``local_file`` appears only when complete, with the remote
+        file's permission bits."""
+        if callback is None:
+            receive = lambda handle, part: in_greenlet(self._sftp_get, handle, part)  # noqa: E731
+        else:
+            receive = lambda handle, part: in_greenlet(  # noqa: E731
+                self._sftp_get, handle, part, callback)
+        self._run(core_sftp.download(self._link, sftp, remote_file, local_file,
+                                     receive=receive))
 
     # -- SCP ------------------------------------------------------------------------------
 
@@ -301,40 +202,7 @@ class TransferMixin:
         self._scp_send(local_file, remote_file)
 
     def _scp_send(self, local_file: str, remote_file: str) -> None:
-        try:
-            fh = open(local_file, "rb")
-        except OSError as err:
-            raise exc.SCPError("cannot read local file %s for host %s: %s", local_file,
-                               self.host, err.strerror, host=self.host, port=self.port) from err
-        with fh:
-            st = os.fstat(fh.fileno())
-            try:
-                chan = self._driver.exclusive(self.session.scp_send64, remote_file,
-                                              stat.S_IMODE(st.st_mode), st.st_size,
-                                              int(st.st_mtime), int(st.st_atime),
-                                              what="starting an SCP upload")
-            except Exception as err:
-                raise exc.SCPError("cannot open remote file %s for writing on host %s: %s",
-                                   remote_file, self.host, err,
-                                   host=self.host, port=self.port) from err
-            try:
-                while data := fh.read(SCP_CHUNK):
-                    self.eagain_write(chan.write, data)
-                for step in (chan.send_eof, chan.wait_eof, chan.close, chan.wait_closed):
-                    self.eagain(step)
-            except Exception as err:
-                self._remove_partial_scp(remote_file)
-                raise exc.SCPError("writing remote file %s on host %s failed: %s",
-                                   remote_file, self.host, err,
-                                   host=self.host, port=self.port) from err
-
-    def _remove_partial_scp(self, remote_file: str) -> None:
-        """A failed SCP upload leaves a truncated file: remove it (best effort, over SFTP)."""
-        try:
-            self.eagain(self._sftp().unlink, remote_file)
-        except Exception as err:
-            logger.warning("%s: could not remove the partial upload %s: %s", self.host,
-                           remote_file, err)
+        self._run(core_scp.upload(self._link, local_file, remote_file))
 
     def scp_recv(self, remote_file: str, local_file: str, recurse: bool = False, sftp=None,
                  encoding: str = "utf-8") -> None:
@@ -359,44 +227,13 @@ class TransferMixin:
         if not _is_dir(attrs):
             return self.scp_recv(remote_file, local_file, encoding=encoding)
         try:
-            dir_h = self._sftp_openfh(sftp.opendir, remote_file)
+            names = self._listdir(sftp, remote_file)
         except exc.SFTPError as err:
             raise exc.SCPError("cannot list remote directory %s on host %s: %s", remote_file,
                                self.host, err, host=self.host, port=self.port) from err
-        with dir_h:
-            names = list(self._sftp_readdir(dir_h))
         os.makedirs(local_file, exist_ok=True)
         self._scp_recv_dir(names, remote_file, local_file, sftp, encoding=encoding)
         os.chmod(local_file, attrs.permissions & 0o7777)
 
     def _scp_recv(self, remote_file: str, local_file: str) -> None:
-        try:
-            chan, info = self._driver.exclusive(self.session.scp_recv2, remote_file,
-                                                what="starting an SCP download")
-        except Exception as err:
-            raise exc.SCPError("error copying file %s from host %s: %s", remote_file, self.host,
-                               err, host=self.host, port=self.port) from err
-        fd, part = local_part_file(local_file)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                left = info.st_size
-                while left > 0:
-                    size, data = chan.read(min(SCP_CHUNK, left))
-                    if size == LIBSSH2_ERROR_EAGAIN:
-                        self._wait_for_transfer()
-                    elif size == 0:
-                        raise exc.SCPError("SCP download of %s from host %s ended %s bytes "
-                                           "early", remote_file, self.host, left,
-                                           host=self.host, port=self.port)
-                    else:
-                        fh.write(data)
-                        left -= size
-            keep_download(part, local_file, info.st_mode, info.st_atime, info.st_mtime)
-        except BaseException:
-            os.unlink(part)
-            raise
-        finally:
-            try:
-                self.eagain(chan.close)
-            except ssh2_exc.SSH2Error:
-                pass
+        self._run(core_scp.download(self._link, remote_file, local_file))

@@ -24,6 +24,7 @@ from gevent.pool import Pool
 from gevent.server import StreamServer
 
 from pssh.constants import DEFAULT_RETRIES
+from pssh.core.forwarding import open_direct
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
 logger = logging.getLogger(__name__)
@@ -108,9 +109,8 @@ class TunnelServer(StreamServer):
             forward_sock.sendall(data)
 
     def _open_channel(self, fw_host: str, fw_port: int, local_port: int):
-        return self.client._driver.exclusive(self.session.direct_tcpip_ex, fw_host, fw_port,
-                                             self.bind_address, local_port,
-                                             what=f"opening a channel to {fw_host}:{fw_port}")
+        return self.client._run(open_direct(self.client._link, fw_host, fw_port,
+                                            source=(self.bind_address, local_port)))
 
     def _open_channel_retries(self, fw_host: str, fw_port: int, local_port: int,
                               wait_time: float = 0.1):

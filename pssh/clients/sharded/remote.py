@@ -18,7 +18,7 @@ from gevent.event import Event
 
 from pssh import exceptions as exc
 from pssh.clients.base.single import BaseSSHClient
-from pssh.clients.reader import CommandStreams
+from pssh.clients.reader import CommandOutput
 from pssh.deadlines import deadline_after, remaining
 from pssh.output import HostOutput
 
@@ -31,7 +31,7 @@ log = logging.getLogger("pssh.sharded")
 WINDOW = 1024 * 1024
 
 
-class RemoteCommand(CommandStreams):
+class RemoteCommand(CommandOutput):
     """One host's command in a worker: output buffers, exit status, failure."""
 
     def __init__(self, worker: "WorkerProcess", command_id: int, host: str) -> None:

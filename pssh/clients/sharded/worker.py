@@ -104,7 +104,7 @@ class Pump:
 
     def _wake(self) -> None:
         self._more.set()
-        self.reader.driver.wake()  # a wait on the socket for the other stream ends too
+        self.reader.wake()  # a wait on the socket for the other stream ends too
 
     def _run(self) -> None:
         send = self.worker.pipe.send
