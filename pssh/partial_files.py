@@ -29,3 +29,18 @@ def keep_download(part: str, local_file: str, mode: int, atime: int, mtime: int)
     os.chmod(part, mode & 0o7777)
     os.utime(part, (atime, mtime))
     os.replace(part, local_file)
+
+
+def new_file_mode() -> int:
+    """The mode a newly created file gets here (0666 less the umask): what a download not
+    asked to keep the remote mode is given (the temporary file is made private)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o22)  # no other way to read it: set, then put back at once
+    os.umask(mask)
+    return 0o666 & ~mask

@@ -161,44 +161,63 @@ async def _answer(result):
     return await result if inspect.isawaitable(result) else result
 
 
-async def client_logins(conn, deadline, tried: list) -> bool:
+async def client_logins(conn, methods) -> bool:
     """The logins the client's callbacks (and ``password=``) supply, for the methods the
-    server offers, in asyncssh's order; True once logged in."""
+    server offers, in asyncssh's order; True once logged in. ``methods``: the core's
+    :class:`~pssh.core.auth.LoginMethods` of the connection (what they try is added to
+    its ``tried``)."""
     client = conn._client
     offered = await _offered_methods(conn)
     if offered is None:
         return True   # the server let us in without a method
     if "publickey" in offered:
-        passphrase = conn._resolved.options.passphrase or ""
         while (keys := await _answer(client.public_key_auth_requested())):
             for key in keys if isinstance(keys, (list, tuple)) else [keys]:
-                if await conn._key_login(key, passphrase, deadline, tried):
+                if await _try(conn, methods.key(key)):
                     return True
     if "keyboard-interactive" in offered and _overrides(client, "kbdint_auth_requested"):
         if await _answer(client.kbdint_auth_requested()) not in (None, NotImplemented):
-            if await _kbdint_login(conn, deadline, tried):
+            if await _kbdint_login(conn, methods):
                 return True
     if "password" in offered or "keyboard-interactive" in offered:
         password = conn._resolved.options.password
-        if password is not None and await conn._password_login(password, deadline, tried):
+        if password is not None and await _password(conn, methods, password):
             return True
         if "password" in offered:
             while (password := await _answer(client.password_auth_requested())) is not None:
-                if await conn._password_login(password, deadline, tried):
+                if await _password(conn, methods, password):
                     return True
     return False
 
 
+async def _try(conn, procedure) -> bool:
+    """Run one login procedure of the core; False if the server refused it."""
+    try:
+        await conn._run(procedure)
+    except ssh2_exc.PublickeyUnverifiedError as err:
+        log.debug("%s: a key could not sign: %s", conn.host, err)
+        return False
+    except ssh2_exc.AuthenticationError as err:
+        log.debug("%s: refused: %s", conn.host, err)
+        return False
+    return True
+
+
+async def _password(conn, methods, password: str) -> bool:
+    methods.creds.password = password
+    return await _try(conn, methods.password())
+
+
 async def _offered_methods(conn) -> Optional[List[str]]:
     """The methods the server still offers (None: already logged in)."""
-    methods = await conn._driver.eagain(conn.session.userauth_list, conn.username,
-                                        what="asking for the login methods")
-    if not methods:
+    offered = await conn._call(conn.session.userauth_list, conn.username,
+                               what="asking for the login methods")
+    if not offered:
         return None if conn.session.userauth_authenticated() else []
-    return list(methods)
+    return list(offered)
 
 
-async def _kbdint_login(conn, deadline, tried: list) -> bool:
+async def _kbdint_login(conn, methods) -> bool:
     client = conn._client
 
     def respond(name: bytes, instruction: bytes, prompts) -> List[str]:
@@ -215,8 +234,7 @@ async def _kbdint_login(conn, deadline, tried: list) -> bool:
     attempt = Attempt(conn.session.userauth_keyboardinteractive_callback,
                       (conn.username, respond), "keyboard-interactive (client callback)")
     try:
-        return await conn._attempts([attempt], deadline, tried)
+        return await _try(conn, methods.call(attempt))
     except ssh2_exc.SSH2Error as err:
         log.debug("%s: keyboard-interactive failed: %s", conn.host, err)
         return False
-

@@ -1,219 +1,177 @@
 """``connect()`` and :class:`SSHClientConnection`: one host on the running asyncio loop.
 
-Settings resolve as for the gevent client (:class:`pssh.options.ConnectOptions`:
-arguments, then the OpenSSH client config, then the defaults), the host key is
-checked against known_hosts with the same code and policies, and every libssh2
-call, the handshake and logins included, waits through
-:class:`~pssh.aio.driver.AsyncSessionDriver`.
+A shell over the session core (:mod:`pssh.core`): settings resolve as for the
+gevent client (:class:`pssh.options.ConnectOptions`: arguments, then the
+OpenSSH client config, then the defaults), and connecting with its retries, the
+handshake, the host key check, the login order, keepalives, commands, transfers
+and forwarding are the core's procedures, driven by the asyncio runner
+(:mod:`pssh.runners.asyncio`). What is here is asyncssh's API: its names, its
+exceptions, its callbacks.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-import socket
 from typing import Optional, Sequence, Union
 
 from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
-from pssh.aio.driver import AsyncSessionDriver, deadline_after, remaining
 from pssh.aio.constants import OPEN_CONNECT_FAILED
-from pssh.aio.exceptions import (ChannelOpenError, ConnectionLost, ConnectTimeout, HostKeyNotVerifiable,
-                                 HostNotFound, KeyEncryptionError, KeyFileNotFound,
-                                 KeyImportError, PermissionDenied, ProcessError,
-                                 channel_open_error, connection_errors, disconnect_error)
+from pssh.aio.exceptions import (ChannelOpenError, ConnectionLost, ConnectTimeout,
+                                 HostKeyNotVerifiable, HostNotFound, KeyEncryptionError,
+                                 KeyFileNotFound, KeyImportError, PermissionDenied,
+                                 ProcessError, channel_open_error, connection_errors,
+                                 disconnect_error, lost_error)
+from pssh.aio.options import ARGUMENTS, NOT_GIVEN, SSHClientConnectionOptions
 from pssh.aio.process import ChannelStreams, SSHClientProcess, SSHCompletedProcess
-from pssh.cancel import kill_script, new_marker, with_marker
-from pssh.keys import inspect_key, inspect_key_file
-from pssh.known_hosts import verify_host_key
-from pssh.login import (accepted, agent_attempts, disconnect_agent, key_data_attempt,
-                        key_errors, key_file_attempts, password_attempt, prepare_session)
-from pssh.options import ConnectOptions, ssh_config_of
-from pssh.ssh_config import SSHConfig
+from pssh.cancel import new_marker, with_marker
+from pssh.core import commands as core_commands
+from pssh.core.auth import DEFAULT_IDENTITIES, Credentials, KeyErrors, LoginMethods, login
+from pssh.core.connect import Destination
+from pssh.core.establish import Dialer, agent_path_of, forward_agent
+from pssh.core.handshake import Attempt, check_host_key, start_session
+from pssh.core.keepalive import start_keepalive
+from pssh.core.link import Link
+from pssh.core.streams import CommandStreams
+from pssh.deadlines import UNSET, deadline_after, remaining
+from pssh.runners.asyncio import RUNNER
 from ssh2 import exceptions as ssh2_exc
 from ssh2.session import Session
 
 log = logging.getLogger("pssh.aio")
 
-#: Key files tried when no ``client_keys`` are given, unless the ssh config names some.
-DEFAULT_IDENTITIES = tuple(os.path.expanduser(os.path.join("~", ".ssh", name))
-                           for name in ("id_ed25519", "id_ecdsa", "id_rsa"))
+#: Key files tried when no ``client_keys`` are given, unless the ssh config names some
+#: (the same as the gevent client's: the core's, OpenSSH's order).
+DEFAULT_IDENTITIES = DEFAULT_IDENTITIES
 
 #: Seconds allowed for signalling a command that is being stopped.
 STOP_TIMEOUT = 10.0
 
+#: asyncssh's key errors, one per case (the core raises these on this front end).
+KEY_ERRORS = KeyErrors(missing=KeyFileNotFound, unreadable=KeyImportError,
+                       encrypted=KeyImportError, passphrase=KeyEncryptionError)
+
 Key = Union[str, bytes]
 Algorithms = Union[str, Sequence[str], None]
-_NOT_GIVEN = object()
 
 
-def connect(host: str, port: Optional[int] = None, *, username: Optional[str] = None,
-            client_keys: Optional[Sequence[Key]] = None, password: Optional[str] = None,
-            passphrase: Optional[str] = None, known_hosts=_NOT_GIVEN,
+def connect(host: str, port: Optional[int] = None, *,
+            options: Optional[SSHClientConnectionOptions] = None, tunnel=None,
+            client_factory=None, username: Optional[str] = None,
+            password: Optional[str] = None, client_keys: Optional[Sequence[Key]] = None,
+            client_certs=None, passphrase: Optional[str] = None, known_hosts=NOT_GIVEN,
             host_key_policy: Optional[str] = None, connect_timeout: Optional[float] = None,
-            timeout: Optional[float] = None, agent_path=_NOT_GIVEN,
-            ssh_config: Union[str, SSHConfig, bool, None] = None,
-            compress: Optional[bool] = None,
-            tunnel: Optional["SSHClientConnection"] = None,
+            login_timeout: Optional[float] = None, timeout: Optional[float] = None,
+            agent_path=NOT_GIVEN, agent_forwarding: Optional[bool] = None,
             keepalive_interval: Optional[int] = None,
-            keepalive_count_max: Optional[int] = None,
-            agent_forwarding: Optional[bool] = None,
-            encryption_algs: Algorithms = None, mac_algs: Algorithms = None,
-            kex_algs: Algorithms = None, login_timeout: Optional[float] = None,
-            client_factory=None) -> AwaitableContext:
-    """Connect to ``host``, check its host key, log in; ``await`` it or ``async with`` it.
-
-    asyncssh's names: ``username``, ``client_keys`` (key file paths or key
-    data; default: the agent, then ``~/.ssh/id_*``), ``passphrase``,
-    ``password``, ``known_hosts`` (a file; ``None`` turns host key checking
-    off, which is logged), ``connect_timeout`` (connection, handshake and login
-    as a whole), ``agent_path`` (``None``: no agent). Ours as well:
-    ``host_key_policy`` (``"accept-new"`` by default, ``"strict"``, ``"off"``),
-    ``timeout`` (each later request as a whole), ``ssh_config``, ``compress``.
-    ``tunnel``: an open connection to reach ``host`` through (a jump host, as
-    asyncssh's ``tunnel=``); the host name is resolved by the jump host.
-    ``keepalive_interval`` (seconds; 0: none) and ``keepalive_count_max``: a
-    server silent for that many intervals is declared lost and every wait on
-    the connection fails (default: ServerAliveInterval / ServerAliveCountMax of
-    the ssh config, else the gevent client's defaults). ``agent_forwarding``: remote
-    commands may use the local agent (``agent_path``, else ``SSH_AUTH_SOCK``; default: the
-    ssh config's ForwardAgent). ``encryption_algs``, ``mac_algs``, ``kex_algs``:
-    the algorithms to offer, in order (a list, or a string in OpenSSH's
-    ``Ciphers`` syntax: ``"+aes128-cbc"`` adds to the default, ``"-chacha*"``
-    removes, ``"^aes256-ctr"`` puts first); default: the ssh config's
-    Ciphers / MACs / KexAlgorithms, else libssh2's (fastest cipher first).
-    ``login_timeout``: the handshake and login (after the TCP connection) must be done
-    within it, else :class:`ConnectionLost` ("Login timeout expired"), as in asyncssh;
-    ``connect_timeout`` running out instead raises :class:`ConnectTimeout` (an
-    ``asyncio.TimeoutError``, which is what asyncssh raises).
-    ``client_factory``: an :class:`~pssh.aio.SSHClient` subclass (or a callable making one)
-    whose callbacks see the connection's events and may supply host key decisions and
-    credentials (see :mod:`pssh.aio.callbacks`).
-    """
-    policy = host_key_policy
-    if known_hosts is None:
-        policy = "off"
-    options = ConnectOptions(
-        user=username, port=port, password=password, passphrase=passphrase, timeout=timeout,
-        known_hosts=None if known_hosts in (None, _NOT_GIVEN) else os.fspath(known_hosts),
-        host_key_policy=policy, compress=compress,
-        allow_agent=False if agent_path is None else None,
-        keepalive_seconds=keepalive_interval, keepalive_count_max=keepalive_count_max,
-        forward_ssh_agent=agent_forwarding, ciphers=_algorithms(encryption_algs),
-        macs=_algorithms(mac_algs), kex_algorithms=_algorithms(kex_algs))
-    return AwaitableContext(_connect(host, options, ssh_config, client_keys, connect_timeout,
-                                      None if agent_path in (None, _NOT_GIVEN) else agent_path,
-                                      tunnel, login_timeout, client_factory))
+            keepalive_count_max: Optional[int] = None, encryption_algs: Algorithms = None,
+            mac_algs: Algorithms = None, kex_algs: Algorithms = None,
+            kbdint_auth: Optional[bool] = None, compress: Optional[bool] = None,
+            ipv6_only: Optional[bool] = None, num_retries: Optional[int] = None,
+            retry_delay: Optional[float] = None, ssh_config=None,
+            _settings=None) -> AwaitableContext:
+    given = {name: value for name, value in locals().items()
+             if name in ARGUMENTS and name != "tunnel" and value is not NOT_GIVEN
+             and (value is not None or name in ("known_hosts", "agent_path"))}
+    merged = SSHClientConnectionOptions(options, **given)
+    return AwaitableContext(_connect(host, port, merged, tunnel, client_factory))
 
 
-def _algorithms(algs: Algorithms) -> Optional[str]:
-    """asyncssh's algorithm lists (a sequence of names) in OpenSSH's comma syntax."""
-    return algs if algs is None or isinstance(algs, str) else ",".join(algs)
-
-
-async def _connect(host, options, ssh_config, client_keys, connect_timeout, agent_path, tunnel,
-                   login_timeout=None, client_factory=None):
-    resolved = options.resolve(host, ssh_config_of(ssh_config))
-    limit = connect_timeout if connect_timeout is not None else resolved.connect_timeout
-    deadline = deadline_after(limit)
-    relay = None
-    if tunnel is not None:
-        from pssh.aio.forward import tunnel_socket
-        try:
-            sock, relay = await asyncio.wait_for(
-                tunnel_socket(tunnel, resolved.hostname, resolved.port), limit)
-        except asyncio.TimeoutError:
-            raise ConnectTimeout.at(host, resolved.port, f"cannot connect through "
-                                    f"{tunnel.host}: no answer within {limit} s") from None
-    else:
-        sock = await _open_socket(resolved.hostname, resolved.port, host, deadline)
-    client = client_factory() if client_factory is not None else None
-    conn = SSHClientConnection(host, resolved, sock, client)
-    conn._relay = relay
-    login_deadline = deadline_after(login_timeout)
+async def _connect(host: str, port: Optional[int], opts: SSHClientConnectionOptions,
+                   tunnel, client_factory) -> "SSHClientConnection":
+    if isinstance(tunnel, str):
+        opts = SSHClientConnectionOptions(opts, tunnel=tunnel)
+        tunnel = None
+    resolved = opts.resolve(host, port)
+    limit = resolved.connect_timeout
+    login_deadline = deadline_after(opts.login_timeout)
+    via = tunnel
+    if via is None and resolved.jump_hops:
+        via = await _jump_chain(resolved, opts)
+    dest = Destination.of(host, resolved)
+    attempt = Attempt(limit)
+    dial = Dialer(dest, via._link if via is not None else None, attempt)
+    link = None
+    client = None
     try:
-        await conn._start(_earliest(deadline, login_deadline), client_keys, agent_path)
+        sock = await RUNNER.run(dial(1))
+        client = client_factory() if client_factory is not None else None
+        link = await RUNNER.run(start_session(dest, resolved, sock, Session, attempt,
+                                              dial=dial))
+        if dial.tunnel is not None:
+            link.tasks.append(dial.tunnel)
+        conn = SSHClientConnection(host, resolved, link, client, opts)
+        if via is not None and tunnel is None:
+            conn._jump = via
+        await conn._start(attempt, login_deadline)
     except BaseException as err:
-        conn.close(err if isinstance(err, Exception) else None)
-        if isinstance(err, exc.Timeout) and not isinstance(err, exc.ConnectTimeout):
-            if login_deadline is not None and remaining(login_deadline) == 0:
-                raise ConnectionLost("Login timeout expired", host=host,
-                                     port=resolved.port) from err
-            raise ConnectTimeout.at(host, resolved.port, f"{err.reason} (connect_timeout "
-                                    f"{limit} s)") from err
-        if isinstance(err, ssh2_exc.SSH2Error):
-            raise disconnect_error(host, resolved.port, err) from err
-        raise
+        if link is not None:
+            link.close()
+        elif dial.tunnel is not None:
+            dial.tunnel.cancel()
+        if client is not None:
+            client.connection_lost(err if isinstance(err, Exception) else None)
+        raise _connect_error(err, host, resolved.port, limit, login_deadline) from err
     return conn
 
 
-def _earliest(*deadlines):
-    """The first of the deadlines given (None: no deadline)."""
-    given = [d for d in deadlines if d is not None]
-    return min(given) if given else None
+def _connect_error(err: BaseException, host: str, port: int, limit: float,
+                   login_deadline: Optional[float]) -> BaseException:
+    """What asyncssh raises for a failure while connecting and logging in."""
+    if isinstance(err, exc.UnknownHostError) and not isinstance(err, HostNotFound):
+        return HostNotFound(*err.args, host=err.host or host, port=err.port or port)
+    if isinstance(err, exc.ConnectTimeout) and not isinstance(err, ConnectTimeout):
+        return ConnectTimeout.at(host, port, err.reason)
+    if isinstance(err, exc.Timeout) and not isinstance(err, (exc.ConnectTimeout,
+                                                             ConnectionLost)):
+        if login_deadline is not None and remaining(login_deadline) == 0:
+            return ConnectionLost("Login timeout expired", host=host, port=port)
+        return ConnectTimeout.at(host, port, f"{err.reason} (connect_timeout {limit} s)")
+    if isinstance(err, exc.HostKeyError) and not isinstance(err, HostKeyNotVerifiable):
+        return HostKeyNotVerifiable(err.reason, host=host, port=port)
+    if isinstance(err, ssh2_exc.SSH2Error) and not isinstance(err, exc.PSSHError):
+        return disconnect_error(host, port, err)
+    return err
 
 
-async def _open_socket(hostname: str, port: int, host: str, deadline: float) -> socket.socket:
-    """A connected non-blocking TCP socket to ``hostname:port`` before ``deadline`` (which
-    bounds resolving and every address tried, together)."""
-    loop = asyncio.get_running_loop()
-    limit = _left(deadline)
-    try:
+async def _jump_chain(resolved, opts: SSHClientConnectionOptions) -> "SSHClientConnection":
+    """The connection of the last jump host (ssh_config's ProxyJump or ``tunnel="..."``),
+    each hop through the one before; made for this connection and closed with it."""
+    hop_options = SSHClientConnectionOptions(opts, tunnel=None, proxy_jump="none")
+    hop_settings = resolved.jump_options()
+    via = None
+    for user, hop, hop_port in resolved.jump_hops:
         try:
-            # An IP address needs no resolver: no hop to the loop's executor thread.
-            infos = socket.getaddrinfo(hostname, port, type=socket.SOCK_STREAM,
-                                       proto=socket.IPPROTO_TCP, flags=socket.AI_NUMERICHOST)
-        except socket.gaierror:
-            infos = await asyncio.wait_for(
-                loop.getaddrinfo(hostname, port, type=socket.SOCK_STREAM,
-                                 proto=socket.IPPROTO_TCP), limit)
-    except socket.gaierror as err:
-        raise HostNotFound("cannot resolve host name %s: %s", hostname,
-                           err.strerror or err, host=host, port=port) from None
-    except asyncio.TimeoutError:
-        raise ConnectTimeout.at(host, port, f"resolving took over {limit} s") from None
-    refused = None
-    for family, kind, proto, _, address in infos:
-        sock = socket.socket(family, kind, proto)
-        sock.setblocking(False)
-        try:
-            await asyncio.wait_for(loop.sock_connect(sock, address), _left(deadline))
-            return sock
-        except ConnectionRefusedError as err:
-            sock.close()
-            refused = err
-        except asyncio.TimeoutError:
-            sock.close()
-            raise ConnectTimeout.at(host, port, f"cannot connect: no answer within "
-                                                f"{limit} s") from None
-        except BaseException as err:
-            sock.close()
-            if isinstance(err, OSError):
-                raise exc.ConnectionError.at(host, port, f"cannot connect: "
-                                             f"{err.strerror or err}") from None
-            raise
-    raise exc.ConnectionRefused(refused.errno, refused.strerror, host, port)
+            via = await connect(hop, hop_port, options=hop_options, tunnel=via,
+                                username=user or resolved.user,
+                                _settings=hop_settings)
+        except Exception as err:
+            raise exc.ProxyError("%s:%s: jump host %s failed: %s", resolved.hostname,
+                                 resolved.port, hop, err, host=resolved.hostname,
+                                 port=resolved.port) from err
+    return via
 
 
 class SSHClientConnection:
     """An authenticated SSH connection (asyncssh's name); from :func:`connect`."""
 
-    def __init__(self, host: str, resolved, sock: socket.socket, client=None) -> None:
+    def __init__(self, host: str, resolved, link: Link, client=None,
+                 opts: Optional[SSHClientConnectionOptions] = None) -> None:
         self.host = host
         self.port = resolved.port
         self.username = resolved.user
         self._resolved = resolved
-        self.session = Session()
-        self.session.set_blocking(False)
-        self._driver = AsyncSessionDriver(sock, self.session, host, self.port, resolved.timeout,
-                                          lost_error=ConnectionLost)
-        self._driver.on_close.append(self.close)  # a lost server closes the connection too
+        self._opts = opts or SSHClientConnectionOptions()
+        self.session = link.session
+        self._link = link
+        link.lost_error = lost_error
+        link.on_close.append(self.close)  # a lost server closes the connection too
         self._closed = asyncio.Event()
-        self._relay: Optional[asyncio.Future] = None
-        self._agent = None  # an AgentForwarder when agent_forwarding is on
+        self._jump: Optional["SSHClientConnection"] = None  # a ProxyJump hop of its own
         self._cleanups: set = set()  # tasks stopping remote commands
-        self._peername = _address(sock.getpeername)
-        self._sockname = _address(sock.getsockname)
+        self._peername = _address(link.sock.getpeername)
+        self._sockname = _address(link.sock.getsockname)
         #: The :class:`~pssh.aio.SSHClient` told of this connection's events (if any).
         self._client = client
         if client is not None:
@@ -227,199 +185,136 @@ class SSHClientConnection:
         return {"peername": self._peername, "sockname": self._sockname,
                 "username": self.username, "host": self.host, "port": self.port}.get(name, default)
 
+    # -- the core, on this loop ----------------------------------------------------------
+
+    async def _run(self, procedure):
+        """Drive a core procedure on this connection; libssh2's "the connection is gone"
+        errors become :class:`~pssh.aio.ConnectionLost` (and close it)."""
+        with connection_errors(self.host, self.port, self._link):
+            return await RUNNER.run(procedure)
+
+    async def _call(self, fn, *args, timeout=UNSET, what: str = ""):
+        """``fn(*args)`` on this session, waiting out every EAGAIN (the core's ``call``)."""
+        return await self._run(self._link.call(fn, *args, timeout=timeout, what=what))
+
     # -- connecting --------------------------------------------------------------------
 
-    async def _start(self, deadline, client_keys, agent_path) -> None:
-        session, options = self.session, self._resolved.options
-        prepare_session(session, self._resolved, self.host)
-        await self._driver.eagain(session.handshake, self._driver.sock,
-                                  timeout=_left(deadline), what="SSH handshake")
+    async def _start(self, attempt: Attempt, login_deadline: Optional[float]) -> None:
+        options = self._resolved.options
         self._verify_host_key(options)
         if self._client is not None:
             self._client.begin_auth(self.username)
-        await self._login(deadline, client_keys, agent_path)
+        if login_deadline is not None and (attempt.deadline is None
+                                           or login_deadline < attempt.deadline):
+            attempt.deadline = login_deadline
+        await self._login(attempt)
         if self._client is not None:
             self._client.auth_completed()
         if options.keepalive_seconds:
-            self._driver.start_keepalive(options.keepalive_seconds,
-                                         options.keepalive_count_max or 0)
+            await RUNNER.run(start_keepalive(self._link, options.keepalive_seconds,
+                                             options.keepalive_count_max or 0))
         if options.forward_ssh_agent:
-            self._forward_agent(agent_path or os.environ.get("SSH_AUTH_SOCK"))
+            self._link.agent = forward_agent(self._link, self._opts.agent_path)
 
     def _verify_host_key(self, options) -> None:
         """known_hosts under the policy; an unknown host goes to the client's
         ``validate_host_public_key`` when it has one of its own."""
         from pssh.aio.callbacks import asks_host_keys, host_key_accepted
         asking = asks_host_keys(self._client) and options.host_key_policy != "off"
+        resolved = self._resolved
+        if asking:
+            resolved = _with_policy(resolved, "strict")
         try:
-            verify_host_key(self.session, self._resolved.host_key_name, self.port,
-                            "strict" if asking else options.host_key_policy,
-                            options.known_hosts)
+            check_host_key(self._link, resolved)
         except exc.UnknownHostKeyError as err:
             if not (asking and host_key_accepted(self)):
                 raise HostKeyNotVerifiable(err.reason, host=self.host, port=self.port) from err
         except exc.HostKeyError as err:
             raise HostKeyNotVerifiable(err.reason, host=self.host, port=self.port) from err
 
-    def _forward_agent(self, agent_path: Optional[str]) -> None:
-        if not agent_path:
-            log.warning("%s: agent forwarding asked for, but there is no local SSH agent "
-                        "(SSH_AUTH_SOCK is not set): not forwarding", self.host)
-            return
-        from pssh.aio.forward import AgentForwarder
-        self._agent = AgentForwarder(self, agent_path)
+    def _credentials(self, with_password: bool = True) -> Credentials:
+        """asyncssh's login: ``client_keys`` given, those only (then the password); else
+        the agent and the identity files; the password, never a key's passphrase."""
+        options, opts = self._resolved.options, self._opts
+        keys = opts.client_keys
+        cert = self._resolved.cert_file
+        return Credentials(
+            self.username, keys=tuple(keys) if keys is not None else (),
+            password=options.password if with_password else None,
+            passphrase=options.passphrase or "",
+            allow_agent=keys is None and opts.agent_path is not None
+            and bool(agent_path_of(opts.agent_path or None)),
+            agent_path=opts.agent_path or None, identity_auth=keys is None,
+            identities=self._resolved.identity_files or DEFAULT_IDENTITIES,
+            keyboard_interactive=bool(options.keyboard_interactive), cert_file=cert)
 
-    async def _login(self, deadline, client_keys, agent_path) -> None:
-        """Keys given (and nothing else), else the agent, then the default identities;
-        then the password. :class:`PermissionDenied` says what was tried."""
-        tried = []
-        options = self._resolved.options
-        passphrase = options.passphrase or options.password or ""
-        if client_keys is not None:
-            keys = list(client_keys)
-        else:
-            keys = []
-            if options.allow_agent and (agent_path or os.environ.get("SSH_AUTH_SOCK")):
-                if await self._agent_login(deadline, agent_path, tried):
-                    return
-            keys = [path for path in (self._resolved.identity_files or DEFAULT_IDENTITIES)
-                    if os.path.isfile(path)]
-        for key in keys:
-            if await self._key_login(key, passphrase, deadline, tried):
-                return
+    def _login_methods(self, attempt: Attempt, creds: Credentials) -> LoginMethods:
+        return LoginMethods(self._link, creds, attempt, KEY_ERRORS)
+
+    async def _login(self, attempt: Attempt) -> None:
+        """The core's login order; then, with a client of callbacks, what it supplies for
+        the methods the server still offers. :class:`PermissionDenied` says what was
+        tried."""
+        creds = self._credentials(with_password=self._client is None)
+        methods = self._login_methods(attempt, creds)
+        try:
+            await RUNNER.run(login(self._link, creds, methods))
+            return
+        except exc.AuthenticationError as err:
+            log.debug("%s: login failed: %s", self.host, err)
+        except (ssh2_exc.AuthenticationError, ssh2_exc.AgentError) as err:
+            log.debug("%s: login failed: %s", self.host, err)
         if self._client is not None:
             from pssh.aio.callbacks import client_logins
-            if await client_logins(self, deadline, tried):
-                return
-        elif options.password is not None:
-            if await self._password_login(options.password, deadline, tried):
+            if await client_logins(self, methods):
                 return
         raise PermissionDenied(f"authentication as {self.username!r} failed "
-                               f"(tried: {', '.join(tried) or 'nothing'})",
+                               f"(tried: {', '.join(methods.tried) or 'nothing'})",
                                host=self.host, port=self.port)
-
-    async def _password_login(self, password: str, deadline, tried: list) -> bool:
-        attempt = password_attempt(self.session, self.username, password,
-                                   self._resolved.options.keyboard_interactive)
-        return await self._attempts([attempt], deadline, tried)
-
-    async def _attempts(self, attempts, deadline, tried: list) -> bool:
-        """Make each login call in turn until one logs us in."""
-        for attempt in attempts:
-            tried.append(attempt.what)
-            try:
-                await self._driver.eagain(attempt.call, *attempt.args, timeout=_left(deadline),
-                                          what=attempt.what)
-            except ssh2_exc.PublickeyUnverifiedError:
-                raise  # signing failed here (a wrong passphrase?): the caller says why
-            except ssh2_exc.AuthenticationError as err:
-                log.debug("%s: %s refused: %s", self.host, attempt.what, err)
-                continue
-            if accepted(self.session):
-                return True
-        return False
-
-    async def _key_login(self, key: Key, passphrase: str, deadline, tried: list) -> bool:
-        try:
-            return await self._try_key(key, passphrase, deadline, tried)
-        except exc.PKeyFileError as err:
-            # Named after the host as every other error (key_errors and pssh.keys do not
-            # know it).
-            err.host, err.port = self.host, self.port
-            if err.args and isinstance(err.args[0], str) and not err.args[0].startswith("%s:%s"):
-                err.args = ("%s:%s: " + err.args[0].replace("%", "%%") if len(err.args) == 1
-                            else "%s:%s: " + err.args[0], self.host, self.port, *err.args[1:])
-            raise
-
-    async def _try_key(self, key: Key, passphrase: str, deadline, tried: list) -> bool:
-        if isinstance(key, (bytes, bytearray)):
-            key, name = bytes(key), "the private key given in memory"
-            info = inspect_key(key, name, KeyImportError)
-            attempts = [key_data_attempt(self.session, self.username, key, passphrase)]
-        else:
-            key = os.path.expanduser(os.fspath(key))
-            if not os.path.exists(key):
-                raise KeyFileNotFound("private key file %s does not exist", key)
-            name = f"private key file {key}"
-            try:
-                info = inspect_key_file(key)
-            except exc.PKeyFileError as err:   # not a key libssh2 reads
-                raise KeyImportError(*err.args) from None
-            # Its certificate, when ``<key>-cert.pub`` is beside it, as ssh does.
-            attempts = key_file_attempts(self.session, self.username, key, passphrase)
-        if info.encrypted and not passphrase:
-            # asyncssh's error for this: KeyImportError, and KeyEncryptionError for a
-            # wrong passphrase (raised by key_errors below).
-            raise KeyImportError("%s is encrypted: give its passphrase (passphrase=)" % name)
-        try:
-            with key_errors(info, name, passphrase, error=KeyEncryptionError):
-                return await self._attempts(attempts, deadline, tried)
-        except ssh2_exc.PublickeyUnverifiedError as err:
-            log.debug("%s: %s could not sign: %s", self.host, name, err)
-            return False
-
-    async def _agent_login(self, deadline, agent_path, tried: list) -> bool:
-        # The agent is a local socket that answers at once: talked to directly.
-        agent = self.session.agent_init()
-        if agent_path:
-            agent.set_identity_path(agent_path)
-        try:
-            agent.connect()
-            attempts = list(agent_attempts(self.session, agent, self.username))
-        except ssh2_exc.SSH2Error as err:
-            log.debug("%s: no agent: %s", self.host, err)
-            return False
-        try:
-            return await self._attempts(attempts, deadline, tried)
-        finally:
-            disconnect_agent(agent)
 
     # -- commands ------------------------------------------------------------------------
 
     async def _open(self, command: Optional[str], env, term_type, term_size,
-                    subsystem: Optional[str] = None) -> "ChannelStreams":
+                    subsystem: Optional[str] = None) -> ChannelStreams:
         """A session channel running ``command`` (None: the login shell; or ``subsystem``)."""
         if self.session is None:   # asyncssh's error for this
             raise ChannelOpenError(OPEN_CONNECT_FAILED, "SSH connection closed",
                                    host=self.host, port=self.port)
-        with connection_errors(self.host, self.port, self._driver):
-            try:
-                channel = await self._driver.exclusive(self.session.open_session,
-                                                       what="opening a channel")
-            except ssh2_exc.ChannelError as err:
-                raise channel_open_error(self.host, self.port, "opening a session channel",
-                                         err) from err
-            streams = ChannelStreams(self._driver, channel, None)
-            try:
-                await self._start_channel(channel, command, env, term_type, term_size, subsystem)
-            except BaseException:
-                streams.closed = True
-                raise
+        try:
+            channel = await self._run(core_commands.open_channel(self._link, self._link.agent))
+        except exc.SessionError as err:
+            raise channel_open_error(self.host, self.port, "opening a session channel",
+                                     err.__cause__ or err) from err
+        streams = ChannelStreams(self._link, channel, None)
+        try:
+            await self._start_channel(channel, command, env, term_type, term_size, subsystem)
+        except BaseException:
+            streams.core.abandon()
+            raise
         return streams
 
     async def _start_channel(self, channel, command, env, term_type, term_size,
                              subsystem) -> None:
-        if self._agent is not None:
-            await self._agent.request(channel)
         for name, value in (env or {}).items():
             try:
-                await self._driver.eagain(channel.setenv, str(name), str(value),
-                                          what="setting the environment")
+                await self._call(channel.setenv, str(name), str(value),
+                                 what="setting the environment")
             except ssh2_exc.ChannelError as err:
                 # asyncssh asks without waiting for an answer: a refusal (sshd's AcceptEnv)
                 # does not stop the command. Logged here.
                 log.info("%s: the server did not set %s (%s)", self.host, name, err)
+        pty = None
         if term_type:
             width, height = (term_size or (80, 24))[:2]
-            await self._driver.eagain(channel.pty, term_type, width, height,
-                                      what="asking for a terminal")
+            pty = (term_type, width, height)
         if subsystem is not None:
-            await self._driver.eagain(channel.subsystem, subsystem,
-                                      what=f"starting subsystem {subsystem}")
-        elif command is None:
-            await self._driver.eagain(channel.shell, what="starting a shell")
+            if pty is not None:
+                await self._call(channel.pty, *pty, what="asking for a terminal")
+            await self._call(channel.subsystem, subsystem,
+                             what=f"starting subsystem {subsystem}")
         else:
-            await self._driver.eagain(channel.execute, command, what="starting the command")
+            await self._run(core_commands.start(
+                self._link, channel, None if command is None else command.encode(), pty=pty))
 
     def create_process(self, command: Optional[str] = None, **kwargs) -> AwaitableContext:
         """:meth:`start_process`, awaited or used as ``async with conn.create_process(...)``
@@ -444,9 +339,10 @@ class SSHClientConnection:
         marker = new_marker() if cancellable and command is not None else None
         sent = with_marker(command, marker) if marker else command
         streams = await self._open(sent, env, term_type, term_size, subsystem)
+        streams.core.marker = marker
         process = SSHClientProcess(streams, command, encoding, errors,
                                    stopper=lambda signal: self._background(
-                                       self._stop_command(streams, marker, signal)),
+                                       self._stop_command(streams, signal)),
                                    env=env)
         process.redirect(stdin, stdout, stderr)
         return process
@@ -493,20 +389,22 @@ class SSHClientConnection:
         task.add_done_callback(self._cleanups.discard)
         return task
 
-    async def _stop_command(self, streams: ChannelStreams, marker: Optional[str],
-                            signal: str) -> None:
+    async def _stop_command(self, streams: ChannelStreams, signal: str) -> None:
         """Send ``signal`` to a command: a "signal" request, then, for a command started
-        cancellable, to every process carrying its marker (on a channel of its own)."""
+        cancellable, to every process carrying its marker (the core's stop, whose
+        channel close is left to the command's own end)."""
         if self.session is None:
             return
-        if not streams.closed:
-            try:
-                await self._driver.eagain(streams.channel.signal, signal, timeout=STOP_TIMEOUT,
-                                          what="sending a signal")
-            except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
-                log.debug("%s: signal request failed: %s", self.host, err)
-        if marker is not None:
-            await self.run(kill_script(marker, signal), timeout=STOP_TIMEOUT)
+        core = streams.core
+        try:
+            await self._call(core.channel.signal, signal, timeout=STOP_TIMEOUT,
+                             what="sending a signal")
+        except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
+            log.debug("%s: signal request failed: %s", self.host, err)
+        if core.marker is not None:
+            from pssh.cancel import kill_script
+            await self._run(core_commands.run_to_end(
+                self._link, kill_script(core.marker, signal).encode(), STOP_TIMEOUT))
         log.info("%s: sent %s to a command", self.host, signal)
 
     def _abandon(self, streams: ChannelStreams) -> None:
@@ -517,12 +415,9 @@ class SSHClientConnection:
         connection is closed, so that nothing half-done remains."""
         if self.session is None or streams.closed:
             return
-        streams.closed = True
-        try:
-            streams.channel.close()   # sends CLOSE; EAGAIN: the server has not answered yet
-        except ssh2_exc.SSH2Error as err:
-            log.debug("%s: closing an abandoned channel failed (%s): closing the connection",
-                      self.host, err)
+        if not streams.core.abandon():
+            log.debug("%s: closing an abandoned channel failed: closing the connection",
+                      self.host)
             self.close()
 
     # -- callbacks (asyncssh's session API) --------------------------------------------
@@ -538,7 +433,7 @@ class SSHClientConnection:
         streams = await self._open(command, env, term_type, term_size, subsystem)
         chan = SSHClientChannel(self, streams, encoding, errors, command, env, subsystem,
                                 stopper=lambda signal: self._background(
-                                    self._stop_command(streams, None, signal)))
+                                    self._stop_command(streams, signal)))
         return chan, await chan._open(session_factory)
 
     async def create_connection(self, session_factory, remote_host: str, remote_port: int,
@@ -550,7 +445,7 @@ class SSHClientConnection:
         from pssh.aio.forward import open_tcp_channel
         from pssh.aio.session import SSHTCPChannel
         channel = await open_tcp_channel(self, remote_host, remote_port, orig_host, orig_port)
-        chan = SSHTCPChannel(self, ChannelStreams(self._driver, channel, None), encoding,
+        chan = SSHTCPChannel(self, ChannelStreams(self._link, channel, None), encoding,
                              errors)
         return chan, await chan._open(session_factory)
 
@@ -609,6 +504,10 @@ class SSHClientConnection:
 
     # -- ending ----------------------------------------------------------------------------
 
+    @property
+    def closed(self) -> bool:
+        return self.session is None
+
     def close(self, error: Optional[Exception] = None) -> None:
         """Close the connection at once (idempotent). A client given as ``client_factory``
         hears of it through ``connection_lost`` (with ``error``, or what ended the
@@ -616,22 +515,17 @@ class SSHClientConnection:
         if self.session is None:
             return
         self.session = None
-        if self._agent is not None:
-            self._agent.close()
-        self._driver.close()
-        if self._relay is not None:  # the jump host's side of a tunnelled connection
-            self._relay.cancel()
+        self._link.close()  # keepalives, agent forwarding and a jump tunnel stop with it
+        if self._jump is not None:
+            self._jump.close()
         self._closed.set()
         if self._client is not None:
-            self._client.connection_lost(error or self._driver.lost)
+            self._client.connection_lost(error or self._link.lost)
 
     async def wait_closed(self) -> None:
-        """Wait until the connection is closed and, for one made through a jump host, the
-        jump host's side of the tunnel is too."""
+        """Wait until the connection is closed."""
         await self._closed.wait()
-        if self._relay is not None:
-            await asyncio.gather(self._relay, return_exceptions=True)
-            await asyncio.sleep(0)  # the relay's local stream closes on the next turn
+        await asyncio.sleep(0)  # a tunnel's relay ends on the next turn
 
     async def __aenter__(self) -> "SSHClientConnection":
         return self
@@ -648,6 +542,12 @@ class SSHClientConnection:
             await asyncio.wait(tuple(self._cleanups), timeout=STOP_TIMEOUT)
 
 
+def _with_policy(resolved, policy: str):
+    """``resolved`` with another host key policy (a client that decides asks as strict)."""
+    from dataclasses import replace
+    return replace(resolved, options=replace(resolved.options, host_key_policy=policy))
+
+
 def _address(get) -> Optional[tuple]:
     """``sock.getpeername()`` / ``getsockname()`` as asyncssh gives them: (address, port)."""
     try:
@@ -657,7 +557,4 @@ def _address(get) -> Optional[tuple]:
     return tuple(address[:2]) if isinstance(address, tuple) else address
 
 
-def _left(deadline) -> float:
-    """Seconds left before ``deadline`` (at least a sliver: the next wait then times out)."""
-    left = remaining(deadline)
-    return None if left is None else max(left, 1e-3)
+__all__ = ["SSHClientConnection", "connect"]

@@ -229,9 +229,9 @@ def disconnect_error(host: str, port: int, err: ssh2_exc.SSH2Error) -> Disconnec
 
 
 @contextmanager
-def connection_errors(host: str, port: int, driver=None) -> Iterator[None]:
+def connection_errors(host: str, port: int, link=None) -> Iterator[None]:
     """Turn libssh2's "the connection is gone" errors into :class:`ConnectionLost`; with
-    the connection's ``driver``, also declare it lost and close it (every other wait on it
+    the connection's ``link``, also declare it lost and close it (every other wait on it
     then fails the same way, and its client hears of it)."""
     try:
         yield
@@ -239,10 +239,15 @@ def connection_errors(host: str, port: int, driver=None) -> Iterator[None]:
         if isinstance(err, exc.PSSHError):   # ours already (ProxyTargetError is one)
             raise
         lost = disconnect_error(host, port, err)
-        if driver is not None and driver.session is not None:
-            lost = driver.lose(lost.reason)
-            driver.close()
+        if link is not None and link.session is not None:
+            lost = link.lose(lost.reason)
+            link.close()
         raise lost from err
+
+
+def lost_error(host: str, port: int, reason: str) -> "ConnectionLost":
+    """What a lost server raises on this front end (a link's ``lost_error``)."""
+    return ConnectionLost(reason, host=host, port=port)
 
 
 def channel_open_error(host: str, port: int, what: str, err: BaseException) -> ChannelOpenError:

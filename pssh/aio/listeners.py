@@ -25,6 +25,8 @@ from pssh.aio.exceptions import ChannelOpenError
 from pssh.aio.forward import SSHRemoteListener, remote_listen
 from pssh.aio.process import ChannelStreams, SSHReader, SSHWriter
 from pssh.aio.session import SSHForwarder, SSHTCPChannel, call_factory
+from pssh.core.waits import Event, WaitFor
+from pssh.runners.asyncio import RUNNER
 from ssh2 import exceptions as ssh2_exc
 
 log = logging.getLogger("pssh.aio.listeners")
@@ -39,7 +41,7 @@ async def create_server(conn, session_factory: Callable, listen_host: str, liste
     """Have the server listen on ``listen_host:listen_port`` (``""``: all its addresses;
     0: a port it chooses) and give each connection to a session from ``session_factory``."""
     async def accepted(channel) -> None:
-        streams = ChannelStreams(conn._driver, channel, None)
+        streams = ChannelStreams(conn._link, channel, None)
         chan = SSHTCPChannel(conn, streams, encoding, errors,
                              extra={"local_peername": UNKNOWN_ORIGIN})
         try:
@@ -60,7 +62,7 @@ async def start_server(conn, handler_factory: Callable, listen_host: str, listen
     """:func:`create_server` with stream handlers: ``handler_factory(orig_host, orig_port)``
     gives ``handler(reader, writer)`` for each connection."""
     async def accepted(channel) -> None:
-        streams = ChannelStreams(conn._driver, channel, None)
+        streams = ChannelStreams(conn._link, channel, None)
         writer = SSHWriter(streams, encoding)
         try:
             handler = await call_factory(handler_factory, *UNKNOWN_ORIGIN)
@@ -82,15 +84,14 @@ async def start_server(conn, handler_factory: Callable, listen_host: str, listen
 
 
 async def _listen(conn, listen_host: str, listen_port: int, accepted) -> SSHRemoteListener:
-    driver = conn._driver
     listener, port = await remote_listen(conn, listen_host, listen_port)
 
     async def accept_loop() -> None:
         tasks = set()
         try:
             while True:
-                channel = await driver.eagain(listener.forward_accept, timeout=None,
-                                              what="waiting for forwarded connections")
+                channel = await conn._call(listener.forward_accept, timeout=None,
+                                           what="waiting for forwarded connections")
                 task = asyncio.ensure_future(_guarded(conn, accepted(channel)))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
@@ -100,7 +101,23 @@ async def _listen(conn, listen_host: str, listen_port: int, accepted) -> SSHRemo
             for task in tuple(tasks):
                 task.cancel()
 
-    return SSHRemoteListener(conn, listener, port, asyncio.ensure_future(accept_loop()))
+    task = RUNNER.spawn(_awaiting(accept_loop()), f"listener on port {port}")
+    conn._link.tasks.append(task)
+    return SSHRemoteListener(conn, listener, port, task)
+
+
+def _awaiting(coro):
+    """A core procedure that runs an asyncio coroutine of this front end (the listener's
+    accept loop hands each connection to factories that may be coroutines)."""
+    future = asyncio.ensure_future(coro)
+    try:
+        while not future.done():
+            done = Event()
+            future.add_done_callback(lambda _: done.set())
+            yield WaitFor(done, None)
+    finally:
+        future.cancel()
+    return future.result()
 
 
 async def _guarded(conn, coro) -> None:

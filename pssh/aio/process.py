@@ -1,10 +1,10 @@
 """Commands on the asyncio front end: a running process's streams and its result.
 
-:class:`ChannelStreams` is the asyncio counterpart of
-:class:`pssh.clients.reader.ChannelReader`: output is read on demand, never in
-the background (memory stays bounded by what was read and not yet consumed),
-and whenever the stream asked for has nothing, the other stream is drained
-first, because both share one flow-control window.
+:class:`ChannelStreams` is the session core's command streams on the running
+loop: output is read on demand, never in the background (memory stays bounded
+by what was read and not yet consumed), and whenever the stream asked for has
+nothing, the other stream is drained first, because both share one
+flow-control window.
 """
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Optional, Tuple, Union
 
 from pssh import exceptions as exc
-from pssh.aio.driver import UNSET, AsyncSessionDriver, deadline_after, remaining
 from pssh.aio.exceptions import TimeoutError, _returncode, connection_errors
-from pssh.channel_io import data_pending, read_available
+from pssh.core.link import Link
+from pssh.core.streams import CommandStreams
+from pssh.deadlines import UNSET, deadline_after, remaining
+from pssh.runners.asyncio import RUNNER
 
 
 
@@ -40,114 +42,71 @@ class SSHCompletedProcess:
 
 
 class ChannelStreams:
-    """A command's channel: both output streams, standard input, the exit status."""
+    """A command's channel for the asyncio front end: the core's streams
+    (:class:`pssh.core.streams.CommandStreams`, ``core``) driven on the running loop.
+    Nothing is read in the background: a chunk is read when one is asked for."""
 
-    def __init__(self, driver: AsyncSessionDriver, channel, read_timeout: Optional[float]):
-        self.driver = driver
+    def __init__(self, link: Link, channel, read_timeout: Optional[float]):
+        self.link = link
         self.channel = channel
         self.read_timeout = read_timeout
-        self._chunks = (deque(), deque())
-        self._eof = [False, False]
-        self.closed = False
-        self.exit_status: Optional[int] = None
-        self.exit_signal: Optional[tuple] = None
+        self.core = CommandStreams(link, channel)
+        self.core.auto_finish = False  # closed by wait() / finish(), as asyncssh's are
 
-    def _read_some(self, stream: int, enough: bool = False) -> bool:
-        """Move what libssh2 holds for ``stream`` into its buffer; True if anything came
-        (with ``enough``, stop at the first chunk: see :func:`pssh.channel_io.read_available`)."""
-        if self._eof[stream]:
-            return False
-        chunks = self._chunks[stream]
-        progress, ended = read_available(self.channel, stream, chunks.append,
-                                         (lambda: bool(chunks)) if enough else None)
-        if ended:
-            self._eof[stream] = True
-        if progress:
-            self.driver.wake()
-        return progress
+    @property
+    def closed(self) -> bool:
+        return self.core.closed
 
-    def _pending(self) -> bool:
-        return data_pending(self.channel)
+    @closed.setter
+    def closed(self, value: bool) -> None:
+        self.core.closed = value
+
+    @property
+    def exit_status(self) -> Optional[int]:
+        return self.core.exit_code
+
+    @property
+    def exit_signal(self) -> Optional[tuple]:
+        return self.core.exit_signal
+
+    async def _run(self, procedure):
+        with connection_errors(self.link.host, self.link.port, self.link):
+            return await RUNNER.run(procedure)
 
     async def chunk(self, stream: int) -> bytes:
         """The next chunk of ``stream``; b"" once it has ended."""
-        with connection_errors(self.driver.host, self.driver.port, self.driver):
-            return await self._chunk(stream)
+        await self._run(self.core.fill(stream, deadline_after(self.read_timeout)))
+        chunks = self.core.buffers[stream].chunks
+        return chunks.popleft() if chunks else b""
 
     async def any_chunk(self) -> Tuple[int, bytes]:
         """The next chunk of either stream, as ``(stream, data)``; ``(-1, b"")`` once both
         have ended (or the channel was closed)."""
-        with connection_errors(self.driver.host, self.driver.port, self.driver):
-            while True:
-                for stream in (0, 1):
-                    if self._chunks[stream]:
-                        return stream, self._chunks[stream].popleft()
-                if all(self._eof) or self.closed:
-                    return -1, b""
-                if self._read_some(0, enough=True) | self._read_some(1, enough=True):
-                    continue
-                if not self._pending():
-                    await self.driver.wait(None, "reading output")
-
-    async def _chunk(self, stream: int) -> bytes:
-        deadline = deadline_after(self.read_timeout)
-        chunks = self._chunks[stream]
-        while not chunks and not self._eof[stream] and not self.closed:
-            if self._read_some(stream, enough=True) or self._read_some(1 - stream):
-                continue
-            if not self._pending():
-                left = remaining(deadline)
-                if left == 0:
-                    raise exc.Timeout.at(self.driver.host, self.driver.port,
-                                         "no output within the read timeout")
-                await self.driver.wait(left, "reading output")
-        return chunks.popleft() if chunks else b""
+        await self._run(self.core.fill_any(None))
+        for stream in (0, 1):
+            chunks = self.core.buffers[stream].chunks
+            if chunks:
+                return stream, chunks.popleft()
+        return -1, b""
 
     async def wait(self, timeout: Optional[float] = None) -> None:
         """Read all output into the buffers until both streams end, then close the channel
         (keeping the exit status)."""
-        with connection_errors(self.driver.host, self.driver.port, self.driver):
-            await self._wait(timeout)
-
-    async def _wait(self, timeout: Optional[float]) -> None:
-        deadline = deadline_after(timeout)
-        while not all(self._eof) and not self.closed:
-            if self._read_some(0) | self._read_some(1) or self._pending():
-                continue
-            left = remaining(deadline)
-            if left == 0:
-                raise exc.Timeout.at(self.driver.host, self.driver.port,
-                                     f"command still running after {timeout} s")
-            await self.driver.wait(left, "command still running")
-        await self.finish()
+        await self._run(self.core.wait_eof(timeout))
 
     async def finish(self, timeout=UNSET) -> None:
         """Close the channel, wait for the server's close, keep the exit status (idempotent)."""
-        if self.closed:
-            return
-        self.closed = True
-        await self.driver.eagain(self.channel.close, timeout=timeout, what="closing the channel")
-        signal = self.channel.get_exit_signal()
-        if signal[1]:
-            self.exit_signal = (signal[1].decode(), False,
-                                (signal[2] or b"").decode(errors="replace"),
-                                (signal[3] or b"").decode(errors="replace"))
-        # A command killed by a signal has no exit status (libssh2 would say 0).
-        self.exit_status = None if self.exit_signal else self.channel.get_exit_status()
+        await self._run(self.core.finish(timeout))
 
     def take(self, stream: int) -> bytes:
         """Everything buffered for ``stream``, consumed."""
-        data = b"".join(self._chunks[stream])
-        self._chunks[stream].clear()
-        return data
+        return self.core.buffers[stream].take()
 
     async def write(self, data: bytes) -> None:
-        with connection_errors(self.driver.host, self.driver.port, self.driver):
-            await self.driver.write(self.channel.write, data, what="writing stdin")
+        await self._run(self.core.write(data))
 
     async def send_eof(self) -> None:
-        with connection_errors(self.driver.host, self.driver.port, self.driver):
-            await self.driver.eagain(self.channel.send_eof, what="ending stdin")
+        await self._run(self.core.send_eof())
 
 
 class SSHReader:
@@ -347,7 +306,7 @@ class SSHClientProcess:
                 for task in done:
                     task.result()   # a failed redirection fails the wait
                 if len(done) < len(self._redirects):
-                    raise exc.Timeout.at(self._streams.driver.host, self._streams.driver.port,
+                    raise exc.Timeout.at(self._streams.link.host, self._streams.link.port,
                                          f"command still running after {timeout} s")
             await self.stdin.drain()
             await self._streams.wait(remaining(deadline))
@@ -357,8 +316,8 @@ class SSHClientProcess:
             out, errout = self._collect()
             raise TimeoutError(self.env, self.command, None, self.exit_status,
                                self.exit_signal, self.returncode, out, errout,
-                               err.reason, host=self._streams.driver.host,
-                               port=self._streams.driver.port) from err
+                               err.reason, host=self._streams.link.host,
+                               port=self._streams.link.port) from err
         finally:
             for task in self._redirects:
                 task.cancel()

@@ -3,10 +3,11 @@
 A remote side is ``(connection, path)`` or a ``"[user@]host:path"`` string (a
 connection is then made with ``connect()``'s keyword arguments and closed after),
 as in asyncssh; the other side is a local path (a directory: the file keeps its
-name). A download lands in a temporary file renamed over the target when
-complete (with the remote mode and times); an upload keeps the local mode but
-not its times (libssh2 sends them, yet OpenSSH's ``scp -t`` leaves the upload
-time: checked by the tests), and a failed one is removed again.
+name). The transfers are the session core's (:mod:`pssh.core.scp`): a download
+lands in a temporary file renamed over the target when complete (with the remote
+mode and times); an upload keeps the local mode but not its times (libssh2 sends
+them, yet OpenSSH's ``scp -t`` leaves the upload time: checked by the tests), and
+a failed one is removed again.
 """
 from __future__ import annotations
 
@@ -17,11 +18,8 @@ from typing import Optional, Tuple, Union
 
 from pssh import exceptions as exc
 from pssh.aio.sftp_errors import SFTPFailure, also
-from pssh.partial_files import keep_download, local_part_file
-from ssh2 import exceptions as ssh2_exc
-from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
+from pssh.core import scp as core_scp
 
-CHUNK = 2 * 1024 * 1024
 Remote = Tuple[object, str]
 
 
@@ -79,72 +77,19 @@ async def _side(path, connect_args: dict):
 
 def _error(conn, text: str, err: Optional[BaseException] = None) -> exc.SCPError:
     """An SCP failure: asyncssh's :class:`~pssh.aio.SFTPFailure` and our SCPError."""
-    reason = f"{text}: {err}" if err is not None else text
+    reason = f"{text}: {err}" if err is not None and str(err) not in text else text
     return also(SFTPFailure, exc.SCPError)(reason, host=conn.host, port=conn.port)
 
 
 async def _download(conn, remote: str, local: str) -> None:
-    driver = conn._driver
     try:
-        channel, info = await driver.exclusive(conn.session.scp_recv2, remote,
-                                               what="starting an SCP download")
-    except ssh2_exc.SSH2Error as err:
-        raise _error(conn, f"cannot copy {remote}", err) from err
-    fd, part = local_part_file(local)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            left = info.st_size
-            while left > 0:
-                size, data = channel.read(min(CHUNK, left))
-                if size == LIBSSH2_ERROR_EAGAIN:
-                    await driver.wait(driver.timeout, f"downloading {remote}")
-                elif size == 0:
-                    raise _error(conn, f"SCP download of {remote} ended {left} bytes early")
-                else:
-                    driver.wake()
-                    fh.write(data)
-                    left -= size
-        keep_download(part, local, info.st_mode, info.st_atime, info.st_mtime)
-    except BaseException:
-        os.unlink(part)
-        raise
-    finally:
-        try:
-            await driver.eagain(channel.close, what="closing the SCP channel")
-        except (ssh2_exc.SSH2Error, exc.PSSHError):
-            pass
+        await conn._run(core_scp.download(conn._link, remote, local))
+    except exc.SCPError as err:
+        raise _error(conn, err.reason, err.__cause__) from err
 
 
 async def _upload(conn, local: str, remote: str) -> None:
-    driver = conn._driver
-    with open(local, "rb") as fh:
-        st = os.fstat(fh.fileno())
-        try:
-            channel = await driver.exclusive(conn.session.scp_send64, remote,
-                                             stat.S_IMODE(st.st_mode), st.st_size,
-                                             int(st.st_mtime), int(st.st_atime),
-                                             what="starting an SCP upload")
-        except ssh2_exc.SSH2Error as err:
-            raise _error(conn, f"cannot open {remote} for writing", err) from err
-        try:
-            while data := fh.read(CHUNK):
-                await driver.write(channel.write, data, what=f"uploading {remote}")
-            for step in (channel.send_eof, channel.wait_eof, channel.close, channel.wait_closed):
-                await driver.eagain(step, what=f"ending the SCP upload of {remote}")
-        except BaseException as err:
-            await _remove(conn, remote)
-            if isinstance(err, (ssh2_exc.SSH2Error, exc.PSSHError)):
-                raise _error(conn, f"writing {remote} failed", err) from err
-            raise
-
-
-async def _remove(conn, remote: str) -> None:
-    """A failed upload leaves a truncated file: remove it (best effort, over SFTP)."""
-    if conn.session is None:
-        return
     try:
-        from pssh.aio.sftp import start_sftp_client
-        sftp = await start_sftp_client(conn)
-        await sftp.remove(remote)
-    except (ssh2_exc.SSH2Error, exc.PSSHError):
-        pass
+        await conn._run(core_scp.upload(conn._link, local, remote))
+    except exc.SCPError as err:
+        raise _error(conn, err.reason, err.__cause__) from err

@@ -158,7 +158,7 @@ class SSHTCPChannel:
         self._writer._stop()
         if not self._streams.closed:
             self._conn._abandon(self._streams)
-        self._streams.driver.wake()   # the pump sees the channel closed
+        self._streams.link.wake()   # the pump sees the channel closed
 
     def abort(self) -> None:
         self.close()
@@ -284,7 +284,7 @@ class SSHClientChannel(SSHTCPChannel):
     def change_terminal_size(self, width: int, height: int, pixwidth: int = 0,
                              pixheight: int = 0) -> asyncio.Task:
         """Tell the server the terminal's new size (a command started with ``term_type``)."""
-        return asyncio.ensure_future(self._conn._driver.eagain(
+        return asyncio.ensure_future(self._conn._call(
             self._streams.channel.pty_size, width, height, what="resizing the terminal"))
 
     def _report_exit(self, session) -> None:

@@ -1,10 +1,12 @@
 """SFTP on the asyncio front end (asyncssh's ``SFTPClient`` names).
 
-Downloads land in a temporary file beside the target, renamed over it once
-complete, and uploads in a temporary remote file renamed into place: a
-failed or cancelled transfer leaves no truncated file under the real name.
-Reads run through the bindings' large-buffer path (many read requests in
-flight, decrypted in bulk), waiting on the loop between calls.
+The transfers are the session core's (:mod:`pssh.core.sftp`): downloads land
+in a temporary file beside the target, renamed over it once complete, and
+uploads in a temporary remote file renamed into place (atomically where the
+server has posix-rename, else by removing the target first), so a failed or
+cancelled transfer leaves no truncated file under the real name; the bytes move
+in the bindings' C pumps between waits. Errors are asyncssh's SFTP classes
+(:mod:`pssh.aio.sftp_errors`), naming the host.
 """
 from __future__ import annotations
 
@@ -14,15 +16,15 @@ import stat
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
+from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
 from pssh.aio.sftp_errors import sftp_error
-from pssh.partial_files import local_part_file, remote_part_name
+from pssh.core import sftp as core_sftp
 from ssh2 import exceptions as ssh2_exc
-from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.sftp import (LIBSSH2_FXF_APPEND, LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL,
                        LIBSSH2_FXF_READ, LIBSSH2_FXF_TRUNC, LIBSSH2_FXF_WRITE)
 
-#: Bytes per read call: 4x of it in read requests may be in flight.
+#: Bytes per read call of a whole-file read: 4x of it in read requests may be in flight.
 CHUNK = 2 * 1024 * 1024
 #: ``progress_handler(source path, destination path, bytes done, total)``, paths as bytes.
 Progress = Optional[Callable[[bytes, bytes, int, int], None]]
@@ -53,12 +55,17 @@ class SFTPAttrs:
                    gid=attrs.gid, permissions=mode, atime=attrs.atime, mtime=attrs.mtime)
 
 
+def _asyncssh_error(conn, what: str, err: exc.PSSHError) -> BaseException:
+    """The core's SFTP error as asyncssh's class for the server's status."""
+    cause = err.__cause__ if isinstance(err.__cause__, ssh2_exc.SSH2Error) else err
+    return sftp_error(conn.host, conn.port, what, cause, io=isinstance(err, exc.SFTPIOError))
+
+
 async def start_sftp_client(conn) -> "SFTPClient":
-    driver = conn._driver
     try:
-        sftp = await driver.exclusive(conn.session.sftp_init, what="starting SFTP")
-    except ssh2_exc.SSH2Error as err:
-        raise sftp_error(conn.host, conn.port, "cannot start SFTP", err) from err
+        sftp = await conn._run(core_sftp.start(conn._link))
+    except exc.SFTPError as err:
+        raise _asyncssh_error(conn, "cannot start SFTP", err) from err
     return SFTPClient(conn, sftp)
 
 
@@ -68,25 +75,27 @@ class SFTPClient:
 
     def __init__(self, conn, sftp) -> None:
         self._conn = conn
-        self._driver = conn._driver
         self._sftp = sftp
 
     async def _call(self, fn, *args, what: str):
         try:
-            return await self._driver.eagain(fn, *args, what=what)
+            return await self._conn._call(fn, *args, what=what)
         except ssh2_exc.SSH2Error as err:
             raise sftp_error(self._conn.host, self._conn.port, what, err) from err
+
+    async def _run(self, procedure, what: str):
+        try:
+            return await self._conn._run(procedure)
+        except (exc.SFTPError, exc.SCPError) as err:
+            raise _asyncssh_error(self._conn, what, err) from err
 
     async def stat(self, path: str) -> SFTPAttrs:
         """The remote path's attributes (``size``, ``permissions``, ``mtime`` ...)."""
         return SFTPAttrs.of(await self._call(self._sftp.stat, path, what=f"stat of {path!r}"))
 
     async def exists(self, path: str) -> bool:
-        try:
-            await self._driver.eagain(self._sftp.stat, path, what=f"stat of {path!r}")
-        except ssh2_exc.SFTPProtocolError:
-            return False
-        return True
+        link = self._conn._link
+        return (await self._conn._run(core_sftp.stat(link, self._sftp, path))) is not None
 
     async def mkdir(self, path: str, attrs: Optional[SFTPAttrs] = None, *,
                     mode: int = 0o755) -> None:
@@ -103,24 +112,9 @@ class SFTPClient:
 
     async def listdir(self, path: str = ".") -> List[str]:
         """The names in a remote directory (``.`` and ``..`` included, as asyncssh)."""
-        handle = await self._call(self._sftp.opendir, path, what=f"opendir of {path!r}")
-        names = []
-        try:
-            # The bindings' iterator yields an EAGAIN entry when it would block, then goes on.
-            for size, name, _ in handle.readdir():
-                if size == LIBSSH2_ERROR_EAGAIN:
-                    await self._driver.wait(self._driver.timeout, "reading a directory")
-                else:
-                    names.append(name.decode("utf-8", "surrogateescape"))
-        finally:
-            await self._close(handle)
-        return names
-
-    async def _close(self, handle) -> None:
-        try:
-            await self._driver.eagain(handle.close, what="closing a remote file")
-        except ssh2_exc.SSH2Error:
-            pass
+        names = await self._run(core_sftp.listdir(self._conn._link, self._sftp, path),
+                                f"opendir of {path!r}")
+        return [name.decode("utf-8", "surrogateescape") for name in names]
 
     def open(self, path: str, mode: str = "r") -> AwaitableContext:
         """A remote file (``async with sftp.open(path, "rb") as fh``, or ``await`` it):
@@ -132,13 +126,16 @@ class SFTPClient:
         return AwaitableContext(self._open_file(path, flags, "b" not in mode))
 
     async def _open_file(self, path: str, flags: int, text: bool) -> "SFTPClientFile":
-        handle = await self._call(self._sftp.open, path, flags, 0o644, what=f"opening {path!r}")
+        handle = await self._run(core_sftp.open_file(self._conn._link, self._sftp, path, flags,
+                                                     0o644), f"opening {path!r}")
         return SFTPClientFile(self, handle, path, text)
 
     async def get(self, remotepath: str, localpath: Optional[str] = None, *,
-                  recurse: bool = False, progress_handler: Progress = None) -> None:
+                  recurse: bool = False, preserve: bool = False,
+                  progress_handler: Progress = None) -> None:
         """Download ``remotepath`` to ``localpath`` (default: its name, here; into it if it is
-        a directory). ``recurse``: a remote directory is copied with all it holds."""
+        a directory). ``recurse``: a remote directory is copied with all it holds.
+        ``preserve``: the remote file's permission bits (else the umask's)."""
         localpath = os.fspath(localpath) if localpath is not None \
             else posixpath.basename(remotepath.rstrip("/"))
         if os.path.isdir(localpath):
@@ -149,49 +146,15 @@ class SFTPClient:
                 if name not in (".", ".."):
                     await self.get(posixpath.join(remotepath, name),
                                    os.path.join(localpath, name), recurse=True,
-                                   progress_handler=progress_handler)
+                                   preserve=preserve, progress_handler=progress_handler)
             return
-        await self._get_file(remotepath, localpath, progress_handler)
-
-    async def _get_file(self, remotepath: str, localpath: str, progress_handler: Progress):
-        handle = await self._call(self._sftp.open, remotepath, LIBSSH2_FXF_READ, 0,
-                                  what=f"opening {remotepath!r}")
-        fd, part = local_part_file(localpath)
-        try:
-            try:
-                total = (await self._call(handle.fstat, what="fstat")).filesize \
-                    if progress_handler else 0
-                await self._download(handle, fd, remotepath, localpath, total, progress_handler)
-            finally:
-                os.close(fd)
-                await self._close(handle)
-            os.replace(part, localpath)
-        except BaseException:
-            os.unlink(part)
-            raise
-
-    async def _download(self, handle, fd: int, remotepath: str, localpath: str, total: int,
-                        progress_handler: Progress) -> None:
-        buf = bytearray(CHUNK)
-        view = memoryview(buf)
-        done = 0
-        while True:
-            try:
-                n = handle.read_into(buf)
-            except ssh2_exc.SSH2Error as err:
-                raise sftp_error(self._conn.host, self._conn.port, f"reading {remotepath!r} failed", err, io=True) from err
-            if n == LIBSSH2_ERROR_EAGAIN:
-                await self._driver.wait(self._driver.timeout, f"downloading {remotepath!r}")
-                continue
-            if n == 0:
-                return
-            self._driver.wake()
-            written = 0
-            while written < n:
-                written += os.write(fd, view[written:n])
-            done += n
-            if progress_handler:
+        progress = None
+        if progress_handler is not None:
+            def progress(done: int, total: int) -> None:
                 progress_handler(remotepath.encode(), localpath.encode(), done, total)
+        await self._run(core_sftp.download(self._conn._link, self._sftp, remotepath,
+                                           localpath, progress, keep_mode=preserve),
+                        f"reading {remotepath!r}")
 
     async def put(self, localpath: str, remotepath: Optional[str] = None, *,
                   recurse: bool = False, progress_handler: Progress = None) -> None:
@@ -207,49 +170,12 @@ class SFTPClient:
                 await self.put(os.path.join(localpath, name), posixpath.join(remotepath, name),
                                recurse=True, progress_handler=progress_handler)
             return
-        mode = stat.S_IMODE(os.stat(localpath).st_mode)
-        part = remote_part_name(remotepath)
-        handle = await self._call(self._sftp.open, part,
-                                  LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_EXCL, mode,
-                                  what=f"creating {part!r}")
-        try:
-            try:
-                await self._upload(handle, localpath, remotepath, progress_handler)
-            finally:
-                await self._close(handle)
-            await self._rename(part, remotepath)
-        except BaseException:
-            try:
-                await self._driver.eagain(self._sftp.unlink, part, what="removing a partial file")
-            except Exception:
-                pass
-            raise
-
-    async def _upload(self, handle, localpath: str, remotepath: str,
-                      progress_handler: Progress) -> None:
-        total = os.path.getsize(localpath)
-        done = 0
-        with open(localpath, "rb") as fh:
-            while data := fh.read(CHUNK):
-                try:
-                    await self._driver.write(handle.write, data,
-                                             what=f"uploading {remotepath!r}")
-                except ssh2_exc.SSH2Error as err:
-                    raise sftp_error(self._conn.host, self._conn.port, f"writing {remotepath!r} failed", err, io=True) from err
-                done += len(data)
-                if progress_handler:
-                    progress_handler(localpath.encode(), remotepath.encode(), done, total)
-
-    async def _rename(self, part: str, remotepath: str) -> None:
-        try:
-            await self._driver.eagain(self._sftp.posix_rename, part, remotepath,
-                                      what=f"renaming into {remotepath!r}")
-        except ssh2_exc.SSH2Error:
-            # No posix-rename extension: remove the target, then rename.
-            if await self.exists(remotepath):
-                await self.remove(remotepath)
-            await self._call(self._sftp.rename, part, remotepath,
-                             what=f"renaming into {remotepath!r}")
+        progress = None
+        if progress_handler is not None:
+            def progress(done: int, total: int) -> None:
+                progress_handler(localpath.encode(), remotepath.encode(), done, total)
+        await self._run(core_sftp.upload(self._conn._link, self._sftp, localpath, remotepath,
+                                         progress), f"writing {remotepath!r}")
 
     def exit(self) -> None:
         """Stop using SFTP (its channel is freed with the connection)."""
@@ -267,7 +193,6 @@ class SFTPClientFile:
 
     def __init__(self, client: SFTPClient, handle, path: str, text: bool) -> None:
         self._client = client
-        self._driver = client._driver
         self._handle = handle
         self._path = path
         self._text = text
@@ -284,34 +209,29 @@ class SFTPClientFile:
         return data.decode() if self._text else data
 
     async def _read_bytes(self, size: int) -> bytes:
-        while True:
-            try:
-                n, data = self._handle.read(size)
-            except ssh2_exc.SSH2Error as err:
-                raise sftp_error(self._client._conn.host, self._client._conn.port, f"reading {self._path!r} failed", err, io=True) from err
-            if n != LIBSSH2_ERROR_EAGAIN:
-                self._driver.wake()
-                return data
-            await self._driver.wait(self._driver.timeout, f"reading {self._path!r}")
+        client = self._client
+        return await client._run(core_sftp.read(client._conn._link, self._handle, size,
+                                                f"reading {self._path!r}"),
+                                 f"reading {self._path!r}")
 
     async def write(self, data) -> int:
         """Write all of ``data``; returns its length."""
         if isinstance(data, str):
             data = data.encode()
-        try:
-            await self._driver.write(self._handle.write, data, what=f"writing {self._path!r}")
-        except ssh2_exc.SSH2Error as err:
-            raise sftp_error(self._client._conn.host, self._client._conn.port, f"writing {self._path!r} failed", err, io=True) from err
+        client = self._client
+        await client._run(core_sftp.write(client._conn._link, self._handle, data,
+                                          f"writing {self._path!r}"),
+                          f"writing {self._path!r}")
         return len(data)
 
     async def close(self) -> None:
         if self._handle is not None:
             handle, self._handle = self._handle, None
-            await self._client._close(handle)
+            await self._client._conn._run(core_sftp.close_handle(self._client._conn._link,
+                                                                 handle))
 
     async def __aenter__(self) -> "SFTPClientFile":
         return self
 
     async def __aexit__(self, *exc_info) -> None:
         await self.close()
-

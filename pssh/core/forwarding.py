@@ -77,6 +77,22 @@ def connect_local(family: int, address, deadline: Optional[float] = None
     return sock
 
 
+def connect_first(host: str, port: int, deadline: Optional[float] = None
+                  ) -> Procedure[socket.socket]:
+    """A non-blocking socket connected to the first address of ``host:port`` that takes
+    the connection (``localhost`` may be ::1 first, with the service on 127.0.0.1)."""
+    infos = yield Resolve(host, port, deadline)
+    if not infos:
+        raise OSError(f"{host}:{port} did not resolve in time")
+    error: Optional[OSError] = None
+    for family, _, _, _, address in infos:
+        try:
+            return (yield from connect_local(family, address, deadline))
+        except OSError as err:
+            error = err
+    raise error
+
+
 # -- relays --------------------------------------------------------------------------------
 
 def relay(link: Link, channel, sock, name: str) -> Procedure[None]:
@@ -163,6 +179,39 @@ def open_tunnel(link: Link, host: str, port: int, timeout=None
     return ours, task
 
 
+def serve_local(link: Link, listener, dest_host: str, dest_port: int) -> Procedure[None]:
+    """``ssh -L``: accept connections on the non-blocking listening socket ``listener`` and
+    carry each to ``dest_host:dest_port`` as the server sees it, until cancelled (the
+    relays stop with it; the listener is the caller's to close)."""
+    tasks: List[Task] = []
+    try:
+        while True:
+            try:
+                sock, address = listener.accept()
+            except (BlockingIOError, InterruptedError):
+                yield SocketIO(listener, False, None)
+                continue
+            sock.setblocking(False)
+            tasks = [task for task in tasks if not task.done.is_set()]
+            tasks.append((yield Spawn(_forward_local(link, sock, address, dest_host,
+                                                     dest_port), "local forward")))
+    finally:
+        for task in tasks:
+            task.cancel()
+
+
+def _forward_local(link: Link, sock, address, dest_host: str, dest_port: int
+                   ) -> Procedure[None]:
+    try:
+        source = address if isinstance(address, tuple) else ("127.0.0.1", 0)
+        channel = yield from open_direct(link, dest_host, dest_port, source=source[:2])
+    except (exc.PSSHError, ssh2_exc.SSH2Error) as err:
+        log.warning("%s: forwarding to %s:%s failed: %s", link.host, dest_host, dest_port, err)
+        sock.close()
+        return
+    yield from relay(link, channel, sock, f"local forward to {dest_host}:{dest_port}")
+
+
 # -- agent forwarding ----------------------------------------------------------------------
 
 class AgentForwarding:
@@ -246,8 +295,7 @@ def accept_loop(link: Link, listener, handle: Callable[[object], Procedure[None]
 def relay_to(link: Link, channel, host: str, port: int) -> Procedure[None]:
     """Relay ``channel`` to a new TCP connection to ``host:port`` from here."""
     try:
-        infos = yield Resolve(host, port, None)
-        sock = yield from connect_local(infos[0][0], infos[0][4])
+        sock = yield from connect_first(host, port)
     except OSError as err:
         log.warning("%s: a forwarded connection to %s:%s failed: %s", link.host, host, port,
                     err.strerror or err)
@@ -258,4 +306,5 @@ def relay_to(link: Link, channel, host: str, port: int) -> Procedure[None]:
 
 
 __all__ = ["AgentForwarding", "accept_loop", "connect_local", "listen_remote", "open_direct",
-           "open_tunnel", "recv", "relay", "relay_to", "send_all"]
+           "open_tunnel", "recv", "relay", "relay_to", "send_all", "serve_local",
+           "connect_first"]

@@ -81,6 +81,9 @@ def start_session(dest: Destination, resolved, sock, new_session: Callable,
             log.debug("%s:%s: SSH handshake failed (try %s of %s): %s", dest.host, dest.port,
                       try_no, tries, err)
             link.close()
+        except BaseException:  # cancelled, or the greenlet killed: nothing stays open
+            link.close()
+            raise
         yield Sleep(dest.retry_delay)
         try_no += 1
         attempt.start()

@@ -54,6 +54,9 @@ class Link:
         #: Background procedures of this link (keepalives): cancelled when it closes.
         self.tasks: list = []
         self.lost: Optional[exc.PSSHError] = None
+        #: Makes the error of a lost server, ``lost_error(host, port, reason)`` (a front
+        #: end's own class, e.g. asyncssh's ConnectionLost).
+        self.lost_error: Callable[[str, int, str], exc.PSSHError] = exc.ConnectionError.at
         #: Agent forwarding on this connection (:class:`~pssh.core.forwarding.AgentForwarding`).
         self.agent: Any = None
         self._received_seen = -1
@@ -181,7 +184,7 @@ class Link:
     def lose(self, reason: str) -> exc.PSSHError:
         """Fail every wait on this link from now on (and wake the waiting ones)."""
         log.warning("%s:%s: %s; closing the connection", self.host, self.port, reason)
-        self.lost = exc.ConnectionError.at(self.host, self.port, reason)
+        self.lost = self.lost_error(self.host, self.port, reason)
         self.wake()
         return self.lost
 

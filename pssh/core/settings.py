@@ -129,7 +129,7 @@ class ConnectOptions:
         types=_BOOL)
     keyboard_interactive: Optional[bool] = setting(
         "answer keyboard-interactive prompts with the password", default=False,
-        asyncssh=None, types=_BOOL)
+        asyncssh="kbdint_auth", types=_BOOL)
     keepalive_seconds: Optional[int] = setting(
         "seconds between keepalives (0: none)", default=constants.DEFAULT_KEEPALIVE,
         ssh_config="server_alive_interval", keyword="ServerAliveInterval",
@@ -153,7 +153,7 @@ class ConnectOptions:
         "compress the connection", default=False, ssh_config="compression",
         keyword="Compression", types=_BOOL)
     ipv6_only: Optional[bool] = setting(
-        "connect over IPv6 only", default=False, asyncssh=None, types=_BOOL)
+        "connect over IPv6 only", default=False, types=_BOOL)
     proxy_host: Optional[str] = setting("parallel-ssh's one jump host", asyncssh=None)
     proxy_port: Optional[int] = setting("the jump host's port", asyncssh=None, types=_INT)
     proxy_user: Optional[str] = setting("login name on the jump host", asyncssh=None)
@@ -161,7 +161,7 @@ class ConnectOptions:
     proxy_pkey: Key = setting("private key for the jump host", asyncssh=None, types=_KEY)
     proxy_jump: Optional[str] = setting(
         "jump hosts as ssh -J: [user@]host[:port],...", ssh_config="proxy_jump",
-        keyword="ProxyJump", cli=("-J", "--jump"), asyncssh=None, parallel_ssh=False)
+        keyword="ProxyJump", cli=("-J", "--jump"), asyncssh="tunnel", parallel_ssh=False)
     ciphers: Optional[str] = setting(
         "ciphers in OpenSSH's list syntax (+ adds, - removes, ^ puts first)",
         ssh_config="ciphers", keyword="Ciphers", asyncssh="encryption_algs",

@@ -19,7 +19,7 @@ from typing import Callable, List, Optional
 from pssh import exceptions as exc
 from pssh.core.link import Link
 from pssh.core.waits import Procedure
-from pssh.partial_files import local_part_file, remote_part_name
+from pssh.partial_files import local_part_file, new_file_mode, remote_part_name
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
@@ -196,7 +196,7 @@ def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = No
 def download(link: Link, sftp, remote: str, local: str, progress: Progress = None,
              keep_mode: bool = True, receive: Optional[Callable] = None) -> Procedure[int]:
     """Copy a remote file to ``local``, which appears only when complete (with the remote
-    file's permission bits unless ``keep_mode`` is off); returns its size.
+    file's permission bits, or with ``keep_mode`` off a new file's); returns its size.
 
     ``receive(handle, path)``: a procedure that reads the open remote file into the
     local file at ``path`` (default: the bindings' pump), for front ends whose API lets
@@ -221,8 +221,7 @@ def download(link: Link, sftp, remote: str, local: str, progress: Progress = Non
             if fd >= 0:
                 os.close(fd)
             yield from close_handle(link, handle)
-        if keep_mode:
-            os.chmod(part, attrs.permissions & 0o7777)
+        os.chmod(part, attrs.permissions & 0o7777 if keep_mode else new_file_mode())
         os.replace(part, local)
     except BaseException:
         try:
