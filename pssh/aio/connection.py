@@ -101,6 +101,13 @@ def _algorithms(algs: Algorithms) -> Optional[str]:
 
 async def _connect(host, options, ssh_config, client_keys, connect_timeout, agent_path, tunnel):
     resolved = options.resolve(host, ssh_config_of(ssh_config))
+    # Every failure from here on concerns this host (a bad key file included).
+    with exc.on_host(host, resolved.port):
+        return await _connect_resolved(host, resolved, client_keys, connect_timeout,
+                                       agent_path, tunnel)
+
+
+async def _connect_resolved(host, resolved, client_keys, connect_timeout, agent_path, tunnel):
     limit = connect_timeout if connect_timeout is not None else resolved.connect_timeout
     deadline = deadline_after(limit)
     relay = None
@@ -261,9 +268,6 @@ class SSHClientConnection:
         try:
             with key_errors(info, name, passphrase):
                 return await self._attempts(attempts, deadline, tried)
-        except exc.PKeyFileError as err:
-            err.host, err.port = self.host, self.port
-            raise
         except ssh2_exc.PublickeyUnverifiedError as err:
             log.debug("%s: %s could not sign: %s", self.host, name, err)
             return False

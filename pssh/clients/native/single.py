@@ -21,7 +21,7 @@ from typing import Optional, Union
 from gevent import sleep
 
 from pssh import exceptions as exc
-from pssh.clients.base.single import BaseSSHClient, _named
+from pssh.clients.base.single import BaseSSHClient
 from pssh.clients.native.agent_forwarding import AgentForwarder
 from pssh.clients.native.jump import JumpHosts, Tunnel
 from pssh.clients.native.transfer import TransferMixin
@@ -150,7 +150,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
             if retries < self.num_retries:
                 return self._connect_init_session_retry(retries=retries + 1)
             logger.error("%s:%s: SSH handshake failed: %s", self.host, self.port, err)
-            raise _named(err, self.host, self.port)
+            raise exc.with_host(err, self.host, self.port)
         self._follow_connection()
         self._verify_host_key()
 
@@ -239,12 +239,8 @@ class SSHClient(TransferMixin, BaseSSHClient):
             self._login(key_data_attempt(self.session, self.user, pkey_data, passphrase or ""))
 
     def _pkey_file_login(self, pkey_file: str, password: Optional[str]) -> None:
-        try:
-            *certificates, key = key_file_attempts(self.session, self.user, pkey_file,
-                                                   password or "", self.cert_file)
-        except exc.PKeyFileError as err:
-            err.host, err.port = self.host, self.port
-            raise
+        *certificates, key = key_file_attempts(self.session, self.user, pkey_file,
+                                               password or "", self.cert_file)
         for attempt in certificates:
             try:
                 return self._login(attempt)
@@ -288,7 +284,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
                 self.eagain(channel.pty)
             self.eagain(channel.execute, cmd)
         except ssh2_exc.SSH2Error as err:
-            raise _named(err, self.host, self.port)
+            raise exc.with_host(err, self.host, self.port)
         return channel
 
     # -- ending ------------------------------------------------------------------------
