@@ -99,16 +99,20 @@ class SessionDriver:
         for ready in tuple(self._waiters):
             ready.set()
 
-    def eagain(self, fn: Callable, *args, timeout=UNSET, what: str = ""):
+    def eagain(self, fn: Callable, *args, timeout=UNSET, what: str = "",
+               check: Optional[Callable[[], None]] = None):
         """``fn(*args)``, called again after each EAGAIN until it gives a result.
 
-        ``timeout`` bounds the whole call, however many waits it takes.
+        ``timeout`` bounds the whole call, however many waits it takes. ``check()`` before
+        each wait may raise to end it (see :meth:`write`).
         """
         timeout = self.timeout if timeout is UNSET else timeout
         deadline = deadline_after(timeout)
         while True:
             result = fn(*args)
             if type(result) is int and result == LIBSSH2_ERROR_EAGAIN:
+                if check is not None:
+                    check()
                 self._wait_until(deadline, timeout, what or getattr(fn, "__name__", "request"))
                 continue
             self.wake()
@@ -133,8 +137,11 @@ class SessionDriver:
         finally:
             self._opening.release()
 
-    def write(self, write: Callable, data: bytes, timeout=UNSET, what: str = "writing") -> None:
-        """Write all of ``data`` with ``write`` (``(rc, written)`` calls), within ``timeout``."""
+    def write(self, write: Callable, data: bytes, timeout=UNSET, what: str = "writing",
+              check: Optional[Callable[[], None]] = None) -> None:
+        """Write all of ``data`` with ``write`` (``(rc, written)`` calls), within ``timeout``;
+        ``check()`` before each wait may raise to end the write (the channel's far end gone:
+        :func:`pssh.channel_io.end_check`)."""
         timeout = self.timeout if timeout is UNSET else timeout
         deadline = deadline_after(timeout)
         total, size = 0, len(data)
@@ -142,6 +149,8 @@ class SessionDriver:
             rc, written = write(data[total:] if total else data)
             total += written
             if rc == LIBSSH2_ERROR_EAGAIN:
+                if check is not None:
+                    check()
                 self._wait_until(deadline, timeout, what)
             elif written:
                 self.wake()

@@ -8,6 +8,8 @@ under the real name.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 
 def local_part_file(local_file: str) -> tuple:
@@ -29,3 +31,15 @@ def keep_download(part: str, local_file: str, mode: int, atime: int, mtime: int)
     os.chmod(part, mode & 0o7777)
     os.utime(part, (atime, mtime))
     os.replace(part, local_file)
+
+
+@contextmanager
+def local_file_errors(local_file: str) -> Iterator[None]:
+    """A local OS error of the block names ``local_file`` (the download's target) when it
+    names no file: writing through a descriptor (a full disk) says only its errno."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None and err.errno is not None:
+            err.filename = local_file
+        raise

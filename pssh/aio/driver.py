@@ -126,14 +126,18 @@ class AsyncSessionDriver:
         for ready in tuple(self._waiters):
             _resolve(ready)
 
-    async def eagain(self, fn: Callable, *args, timeout=UNSET, what: str = ""):
+    async def eagain(self, fn: Callable, *args, timeout=UNSET, what: str = "",
+                     check: Optional[Callable[[], None]] = None):
         """``fn(*args)``, called again after each EAGAIN until it gives a result;
-        ``timeout`` bounds the whole call, however many waits it takes."""
+        ``timeout`` bounds the whole call, however many waits it takes. ``check()`` before
+        each wait may raise to end it (see :meth:`write`)."""
         timeout = self.timeout if timeout is UNSET else timeout
         deadline = deadline_after(timeout)
         while True:
             result = fn(*args)
             if type(result) is int and result == LIBSSH2_ERROR_EAGAIN:
+                if check is not None:
+                    check()
                 await self._wait_until(deadline, timeout, what or getattr(fn, "__name__", "request"))
                 continue
             self.wake()
@@ -156,8 +160,10 @@ class AsyncSessionDriver:
             self._opening.release()
 
     async def write(self, write: Callable, data: bytes, timeout=UNSET,
-                    what: str = "writing") -> None:
-        """Write all of ``data`` with ``write`` (``(rc, written)`` calls), within ``timeout``."""
+                    what: str = "writing", check: Optional[Callable[[], None]] = None) -> None:
+        """Write all of ``data`` with ``write`` (``(rc, written)`` calls), within ``timeout``;
+        ``check()`` before each wait may raise to end the write (the channel's far end gone:
+        :func:`pssh.channel_io.end_check`)."""
         timeout = self.timeout if timeout is UNSET else timeout
         deadline = deadline_after(timeout)
         view, total, size = memoryview(data), 0, len(data)
@@ -165,6 +171,8 @@ class AsyncSessionDriver:
             rc, written = write(view[total:] if total else data)
             total += written
             if rc == LIBSSH2_ERROR_EAGAIN:
+                if check is not None:
+                    check()
                 await self._wait_until(deadline, timeout, what)
             elif written:
                 self.wake()

@@ -13,7 +13,8 @@ import stat
 from typing import Tuple, Union
 
 from pssh import exceptions as exc
-from pssh.partial_files import keep_download, local_part_file
+from pssh.channel_io import end_check
+from pssh.partial_files import keep_download, local_file_errors, local_part_file
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
@@ -23,20 +24,23 @@ Remote = Tuple[object, str]
 
 async def scp(srcpath: Union[str, Remote], dstpath: Union[str, Remote]) -> None:
     """Copy one file: ``scp((conn, "/remote/path"), "local")`` downloads,
-    ``scp("local", (conn, "/remote/path"))`` uploads."""
+    ``scp("local", (conn, "/remote/path"))`` uploads. Errors name the host, local ones
+    too (:class:`pssh.exceptions.LocalOSError`)."""
     if isinstance(srcpath, tuple) and not isinstance(dstpath, tuple):
         conn, remote = srcpath
-        await _download(conn, remote, os.fspath(dstpath))
+        with exc.on_host(conn.host, conn.port):
+            await _download(conn, remote, os.fspath(dstpath))
     elif isinstance(dstpath, tuple) and not isinstance(srcpath, tuple):
         conn, remote = dstpath
-        await _upload(conn, os.fspath(srcpath), remote)
+        with exc.on_host(conn.host, conn.port):
+            await _upload(conn, os.fspath(srcpath), remote)
     else:
         raise ValueError("scp(): one side is (connection, remote path), the other a local path")
 
 
 def _error(conn, text: str, err: BaseException) -> exc.SCPError:
-    return exc.SCPError("%s:%s: %s: %s", conn.host, conn.port, text, err, host=conn.host,
-                        port=conn.port)
+    return exc.SCPError("%s:%s: %s: " + exc.cause_format(err), conn.host, conn.port, text,
+                        err, host=conn.host, port=conn.port)
 
 
 async def _download(conn, remote: str, local: str) -> None:
@@ -48,10 +52,13 @@ async def _download(conn, remote: str, local: str) -> None:
         raise _error(conn, f"cannot copy {remote}", err) from err
     fd, part = local_part_file(local)
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with local_file_errors(local), os.fdopen(fd, "wb") as fh:
             left = info.st_size
             while left > 0:
-                size, data = channel.read(min(CHUNK, left))
+                try:
+                    size, data = channel.read(min(CHUNK, left))
+                except ssh2_exc.SSH2Error as err:
+                    raise _error(conn, f"reading {remote} failed", err) from err
                 if size == LIBSSH2_ERROR_EAGAIN:
                     await driver.wait(driver.timeout, f"downloading {remote}")
                 elif size == 0:
@@ -84,9 +91,11 @@ async def _upload(conn, local: str, remote: str) -> None:
                                              what="starting an SCP upload")
         except ssh2_exc.SSH2Error as err:
             raise _error(conn, f"cannot open {remote} for writing", err) from err
+        check = end_check(channel, "the SCP copy")
         try:
             while data := fh.read(CHUNK):
-                await driver.write(channel.write, data, what=f"uploading {remote}")
+                await driver.write(channel.write, data, what=f"uploading {remote}",
+                                   check=check)
             for step in (channel.send_eof, channel.wait_eof, channel.close, channel.wait_closed):
                 await driver.eagain(step, what=f"ending the SCP upload of {remote}")
         except BaseException as err:
@@ -97,12 +106,7 @@ async def _upload(conn, local: str, remote: str) -> None:
 
 
 async def _remove(conn, remote: str) -> None:
-    """A failed upload leaves a truncated file: remove it (best effort, over SFTP)."""
-    if conn.session is None:
-        return
-    try:
-        from pssh.aio.sftp import start_sftp_client
-        sftp = await start_sftp_client(conn)
-        await sftp.remove(remote)
-    except (ssh2_exc.SSH2Error, exc.PSSHError):
-        pass
+    """SCP writes the real name (it cannot rename): a failed upload's truncated file is
+    removed over SFTP while the connection lives."""
+    from pssh.aio.sftp import remove_partial
+    await remove_partial(conn, remote)

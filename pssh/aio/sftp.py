@@ -8,6 +8,7 @@ flight, decrypted in bulk), waiting on the loop between calls.
 """
 from __future__ import annotations
 
+import logging
 import os
 import posixpath
 import stat
@@ -16,11 +17,14 @@ from typing import Callable, List, Optional
 
 from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
-from pssh.partial_files import local_part_file, remote_part_name
+from pssh.channel_io import sftp_end_check
+from pssh.partial_files import local_file_errors, local_part_file, remote_part_name
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.sftp import (LIBSSH2_FXF_APPEND, LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL,
                        LIBSSH2_FXF_READ, LIBSSH2_FXF_TRUNC, LIBSSH2_FXF_WRITE)
+
+log = logging.getLogger("pssh.aio")
 
 #: Bytes per read call: 4x of it in read requests may be in flight.
 CHUNK = 2 * 1024 * 1024
@@ -70,10 +74,12 @@ class SFTPClient:
         self._conn = conn
         self._driver = conn._driver
         self._sftp = sftp
+        # Every request fails, rather than wait for ever, once the session has ended.
+        self._check = sftp_end_check(sftp)
 
     async def _call(self, fn, *args, what: str):
         try:
-            return await self._driver.eagain(fn, *args, what=what)
+            return await self._driver.eagain(fn, *args, what=what, check=self._check)
         except ssh2_exc.SSH2Error as err:
             raise exc.SFTPError.at(self._conn.host, self._conn.port, f"{what}: {err}") from err
 
@@ -83,7 +89,8 @@ class SFTPClient:
 
     async def exists(self, path: str) -> bool:
         try:
-            await self._driver.eagain(self._sftp.stat, path, what=f"stat of {path!r}")
+            await self._driver.eagain(self._sftp.stat, path, what=f"stat of {path!r}",
+                                      check=self._check)
         except ssh2_exc.SFTPProtocolError:
             return False
         return True
@@ -109,6 +116,7 @@ class SFTPClient:
             # The bindings' iterator yields an EAGAIN entry when it would block, then goes on.
             for size, name, _ in handle.readdir():
                 if size == LIBSSH2_ERROR_EAGAIN:
+                    self._check()
                     await self._driver.wait(self._driver.timeout, "reading a directory")
                 else:
                     names.append(name.decode("utf-8", "surrogateescape"))
@@ -118,7 +126,8 @@ class SFTPClient:
 
     async def _close(self, handle) -> None:
         try:
-            await self._driver.eagain(handle.close, what="closing a remote file")
+            await self._driver.eagain(handle.close, what="closing a remote file",
+                                      check=self._check)
         except ssh2_exc.SSH2Error:
             pass
 
@@ -138,7 +147,13 @@ class SFTPClient:
     async def get(self, remotepath: str, localpath: Optional[str] = None, *,
                   recurse: bool = False, progress_handler: Progress = None) -> None:
         """Download ``remotepath`` to ``localpath`` (default: its name, here; into it if it is
-        a directory). ``recurse``: a remote directory is copied with all it holds."""
+        a directory). ``recurse``: a remote directory is copied with all it holds.
+        Errors name the host, local ones too (:class:`pssh.exceptions.LocalOSError`)."""
+        with exc.on_host(self._conn.host, self._conn.port):
+            await self._get(remotepath, localpath, recurse, progress_handler)
+
+    async def _get(self, remotepath: str, localpath: Optional[str], recurse: bool,
+                   progress_handler: Progress) -> None:
         localpath = os.fspath(localpath) if localpath is not None \
             else posixpath.basename(remotepath.rstrip("/"))
         if os.path.isdir(localpath):
@@ -147,9 +162,8 @@ class SFTPClient:
             os.makedirs(localpath, exist_ok=True)
             for name in await self.listdir(remotepath):
                 if name not in (".", ".."):
-                    await self.get(posixpath.join(remotepath, name),
-                                   os.path.join(localpath, name), recurse=True,
-                                   progress_handler=progress_handler)
+                    await self._get(posixpath.join(remotepath, name),
+                                    os.path.join(localpath, name), True, progress_handler)
             return
         await self._get_file(remotepath, localpath, progress_handler)
 
@@ -161,7 +175,9 @@ class SFTPClient:
             try:
                 total = (await self._call(handle.fstat, what="fstat")).filesize \
                     if progress_handler else 0
-                await self._download(handle, fd, remotepath, localpath, total, progress_handler)
+                with local_file_errors(localpath):
+                    await self._download(handle, fd, remotepath, localpath, total,
+                                         progress_handler)
             finally:
                 os.close(fd)
                 await self._close(handle)
@@ -178,9 +194,12 @@ class SFTPClient:
         while True:
             try:
                 n = handle.read_into(buf)
+                if n == LIBSSH2_ERROR_EAGAIN:
+                    self._check()
             except ssh2_exc.SSH2Error as err:
                 raise exc.SFTPIOError.at(self._conn.host, self._conn.port,
-                                         f"reading {remotepath!r} failed: {err}") from err
+                                         f"reading {remotepath!r} failed: "
+                                         + exc.cause_format(err) % (err,)) from err
             if n == LIBSSH2_ERROR_EAGAIN:
                 await self._driver.wait(self._driver.timeout, f"downloading {remotepath!r}")
                 continue
@@ -198,15 +217,21 @@ class SFTPClient:
                   recurse: bool = False, progress_handler: Progress = None) -> None:
         """Upload ``localpath`` to ``remotepath`` (default: its name, in the remote home).
         ``recurse``: a local directory is copied with all it holds (directories made as
-        needed, with the local ones' modes)."""
+        needed, with the local ones' modes). A failed upload's partial file is removed
+        while the connection allows. Errors name the host, local ones too."""
+        with exc.on_host(self._conn.host, self._conn.port):
+            await self._put(localpath, remotepath, recurse, progress_handler)
+
+    async def _put(self, localpath: str, remotepath: Optional[str], recurse: bool,
+                   progress_handler: Progress) -> None:
         localpath = os.fspath(localpath)
         remotepath = remotepath or os.path.basename(localpath.rstrip("/"))
         if recurse and os.path.isdir(localpath):
             if not await self.exists(remotepath):
                 await self.mkdir(remotepath, mode=stat.S_IMODE(os.stat(localpath).st_mode))
             for name in sorted(os.listdir(localpath)):
-                await self.put(os.path.join(localpath, name), posixpath.join(remotepath, name),
-                               recurse=True, progress_handler=progress_handler)
+                await self._put(os.path.join(localpath, name), posixpath.join(remotepath, name),
+                                True, progress_handler)
             return
         mode = stat.S_IMODE(os.stat(localpath).st_mode)
         part = remote_part_name(remotepath)
@@ -220,10 +245,7 @@ class SFTPClient:
                 await self._close(handle)
             await self._rename(part, remotepath)
         except BaseException:
-            try:
-                await self._driver.eagain(self._sftp.unlink, part, what="removing a partial file")
-            except Exception:
-                pass
+            await remove_partial(self._conn, part, self)
             raise
 
     async def _upload(self, handle, localpath: str, remotepath: str,
@@ -234,10 +256,12 @@ class SFTPClient:
             while data := fh.read(CHUNK):
                 try:
                     await self._driver.write(handle.write, data,
-                                             what=f"uploading {remotepath!r}")
+                                             what=f"uploading {remotepath!r}",
+                                             check=self._check)
                 except ssh2_exc.SSH2Error as err:
                     raise exc.SFTPIOError.at(self._conn.host, self._conn.port,
-                                             f"writing {remotepath!r} failed: {err}") from err
+                                             f"writing {remotepath!r} failed: "
+                                             + exc.cause_format(err) % (err,)) from err
                 done += len(data)
                 if progress_handler:
                     progress_handler(localpath.encode(), remotepath.encode(), done, total)
@@ -245,7 +269,7 @@ class SFTPClient:
     async def _rename(self, part: str, remotepath: str) -> None:
         try:
             await self._driver.eagain(self._sftp.posix_rename, part, remotepath,
-                                      what=f"renaming into {remotepath!r}")
+                                      what=f"renaming into {remotepath!r}", check=self._check)
         except ssh2_exc.SSH2Error:
             # No posix-rename extension: remove the target, then rename.
             if await self.exists(remotepath):
@@ -262,6 +286,30 @@ class SFTPClient:
 
     async def __aexit__(self, *exc_info) -> None:
         self.exit()
+
+
+async def remove_partial(conn, path: str, sftp: Optional[SFTPClient] = None) -> None:
+    """Remove a failed upload's partial file (best effort): over ``sftp``, else (or if that
+    fails: the failure ended the SFTP session) over a new SFTP session, while the
+    connection lives; a warning says what is left when neither can."""
+    failure: object = "the connection is closed"
+    for current in (sftp, None):
+        if current is None and conn.session is None:
+            break
+        try:
+            if current is None:
+                current = await start_sftp_client(conn)
+            elif current._sftp is None:  # ended (exit()) meanwhile
+                continue
+            await current._driver.eagain(current._sftp.unlink, path,
+                                         what="removing a partial file", check=current._check)
+            return
+        except ssh2_exc.SFTPNoSuchFileError:
+            return
+        except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
+            failure = err
+    log.warning("%s:%s: the partial upload %s is left on the server: %s", conn.host,
+                conn.port, path, failure)
 
 
 class SFTPClientFile:
@@ -289,9 +337,12 @@ class SFTPClientFile:
         while True:
             try:
                 n, data = self._handle.read(size)
+                if n == LIBSSH2_ERROR_EAGAIN:
+                    self._client._check()
             except ssh2_exc.SSH2Error as err:
                 raise exc.SFTPIOError.at(self._client._conn.host, self._client._conn.port,
-                                         f"reading {self._path!r} failed: {err}") from err
+                                         f"reading {self._path!r} failed: "
+                                         + exc.cause_format(err) % (err,)) from err
             if n != LIBSSH2_ERROR_EAGAIN:
                 self._driver.wake()
                 return data
@@ -302,10 +353,12 @@ class SFTPClientFile:
         if isinstance(data, str):
             data = data.encode()
         try:
-            await self._driver.write(self._handle.write, data, what=f"writing {self._path!r}")
+            await self._driver.write(self._handle.write, data, what=f"writing {self._path!r}",
+                                     check=self._client._check)
         except ssh2_exc.SSH2Error as err:
             raise exc.SFTPIOError.at(self._client._conn.host, self._client._conn.port,
-                                     f"writing {self._path!r} failed: {err}") from err
+                                     f"writing {self._path!r} failed: "
+                                     + exc.cause_format(err) % (err,)) from err
         return len(data)
 
     async def close(self) -> None:

@@ -18,7 +18,10 @@ import stat
 from typing import Callable, Iterator, Optional
 
 from pssh import exceptions as exc
-from pssh.partial_files import keep_download, local_part_file, remote_part_name
+from pssh.channel_io import end_check, sftp_end_check
+from pssh.clients.base.single import on_this_host
+from pssh.partial_files import (keep_download, local_file_errors, local_part_file,
+                                remote_part_name)
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
@@ -60,22 +63,30 @@ class TransferMixin:
         never share an SFTP session's state)."""
         return sftp if sftp is not None else self._make_sftp()
 
+    def _sftp_eagain(self, sftp, fn, *args):
+        """``fn(*args)``, a request of SFTP session ``sftp``, until it has its answer; fails
+        (:class:`ssh2.exceptions.ChannelClosedError`) once the session has ended on the
+        server, whose answer libssh2 would otherwise wait for as long as the timeout allows."""
+        return self._driver.eagain(fn, *args,
+                                   check=None if sftp is None else sftp_end_check(sftp))
+
     def _remote_stat(self, sftp, path: str):
         """The remote path's attributes, or None if it does not exist."""
         try:
-            return self.eagain(sftp.stat, path)
+            return self._sftp_eagain(sftp, sftp.stat, path)
         except (ssh2_exc.SFTPNoSuchFileError, ssh2_exc.SFTPHandleError):
             return None
 
     def _mkdir(self, sftp, directory: str) -> None:
         """Create one remote directory; :class:`~pssh.exceptions.SFTPIOError` if refused."""
         try:
-            self.eagain(sftp.mkdir, directory, DIR_MODE)
+            self._sftp_eagain(sftp, sftp.mkdir, directory, DIR_MODE)
         except ssh2_exc.SSH2Error as err:
             raise exc.SFTPIOError("cannot create directory %s on host %s: %s", directory,
                                   self.host, err, host=self.host, port=self.port) from None
         logger.debug("%s: created remote directory %s", self.host, directory)
 
+    @on_this_host
     def mkdir(self, sftp, directory: str) -> None:
         """Create ``directory`` and its missing parents on the server (``mkdir -p``)."""
         sftp = self._sftp(sftp)
@@ -102,7 +113,7 @@ class TransferMixin:
         attrs.flags = LIBSSH2_SFTP_ATTR_PERMISSIONS
         attrs.permissions = mode
         try:
-            self.eagain(sftp.setstat, path, attrs)
+            self._sftp_eagain(sftp, sftp.setstat, path, attrs)
         except ssh2_exc.SSH2Error as err:
             raise exc.SFTPIOError("cannot set the mode of %s on host %s: %s", path, self.host,
                                   err, host=self.host, port=self.port) from err
@@ -127,7 +138,8 @@ class TransferMixin:
 
     def _sftp_openfh(self, open_func, remote_file: str, *args):
         try:
-            return self.eagain(open_func, remote_file, *args)
+            return self._sftp_eagain(getattr(open_func, "__self__", None), open_func,
+                                     remote_file, *args)
         except Exception as err:
             raise exc.SFTPError("%s:%s: cannot open %s: %s", self.host, self.port, remote_file,
                                 err, host=self.host, port=self.port) from err
@@ -135,8 +147,19 @@ class TransferMixin:
     def _wait_for_transfer(self) -> None:
         self._driver.wait(self.timeout, "file transfer")
 
+    def _sftp_transfer_wait(self, remote_fh) -> Callable[[], None]:
+        """The wait of a transfer through ``remote_fh``, failing once the server's SFTP
+        session has ended (its sftp-server exited: the replies waited for never come)."""
+        check = sftp_end_check(remote_fh.sftp)
+
+        def wait() -> None:
+            check()
+            self._wait_for_transfer()
+        return wait
+
     # -- SFTP uploads ------------------------------------------------------------------
 
+    @on_this_host
     def copy_file(self, local_file: str, remote_file: str, recurse: bool = False,
                   sftp=None, callback: Progress = None) -> None:
         """Copy a local file (with ``recurse``, a directory tree) to the server.
@@ -159,10 +182,12 @@ class TransferMixin:
         """Write the local file into an open remote file handle; returns the bytes sent."""
         fd = os.open(local_file, os.O_RDONLY)
         try:
-            return remote_fh.write_from_fd(fd, callback=callback, wait=self._wait_for_transfer)
+            return remote_fh.write_from_fd(fd, callback=callback,
+                                           wait=self._sftp_transfer_wait(remote_fh))
         finally:
             os.close(fd)
 
+    @on_this_host
     def sftp_put(self, sftp, local_file: str, remote_file: str,
                  callback: Progress = None) -> None:
         """Upload one file (with the local file's permission bits); the remote file
@@ -177,10 +202,10 @@ class TransferMixin:
                     self._sftp_put(remote_fh, local_file)
                 else:
                     self._sftp_put(remote_fh, local_file, callback=callback)
-                self.eagain(remote_fh.close)
+                self._sftp_eagain(remote_fh.sftp, remote_fh.close)
             except ssh2_exc.SSH2Error as err:
-                raise exc.SFTPIOError("writing remote file %s on host %s failed: %s",
-                                      remote_file, self.host, err,
+                raise exc.SFTPIOError("writing remote file %s on host %s failed: "
+                                      + exc.cause_format(err), remote_file, self.host, err,
                                       host=self.host, port=self.port) from err
             self._rename_into_place(sftp, part, remote_file)
         except BaseException:
@@ -189,28 +214,49 @@ class TransferMixin:
 
     def _rename_into_place(self, sftp, part: str, remote_file: str) -> None:
         try:
-            self.eagain(sftp.posix_rename, part, remote_file)
+            self._sftp_eagain(sftp, sftp.posix_rename, part, remote_file)
         except ssh2_exc.SFTPOpUnsupportedError:
             try:
-                self.eagain(sftp.unlink, remote_file)
+                self._sftp_eagain(sftp, sftp.unlink, remote_file)
             except ssh2_exc.SFTPNoSuchFileError:
                 pass
-            self.eagain(sftp.rename, part, remote_file)
+            self._sftp_eagain(sftp, sftp.rename, part, remote_file)
         except ssh2_exc.SSH2Error as err:
             raise exc.SFTPIOError("cannot move %s into place on host %s: %s", remote_file,
                                   self.host, err, host=self.host, port=self.port) from err
 
     def _discard_remote(self, sftp, remote_fh, path: str) -> None:
-        """Best effort, after a failure: close the handle, remove the partial file."""
+        """Best effort, after a failure: close the handle and remove the partial file;
+        over a new SFTP session if the failure ended this one (the SFTP server died, its
+        channel closed) while the connection lives."""
         try:
             if not remote_fh.closed:
-                self.eagain(remote_fh.close)
-            self.eagain(sftp.unlink, path)
-        except Exception as err:  # the connection may be what failed
-            logger.debug("%s: could not remove partial file %s: %s", self.host, path, err)
+                self._sftp_eagain(sftp, remote_fh.close)
+        except Exception as err:  # the SFTP session may be what failed
+            logger.debug("%s: closing the partial file %s failed: %s", self.host, path, err)
+        self._remove_remote(path, sftp)
+
+    def _remove_remote(self, path: str, sftp=None) -> None:
+        """Remove a partial upload (best effort): over ``sftp``, else (or if that fails)
+        over a new SFTP session; a warning says what is left when neither can."""
+        failure: object = "the connection is closed"
+        for current in (sftp, None) if sftp is not None else (None,):
+            if current is None and self.session is None:
+                break
+            try:
+                current = current or self._make_sftp()
+                self._sftp_eagain(current, current.unlink, path)
+                return
+            except ssh2_exc.SFTPNoSuchFileError:
+                return
+            except Exception as err:  # the connection may be what failed
+                failure = err
+        logger.warning("%s:%s: the partial upload %s is left on the server: %s", self.host,
+                       self.port, path, failure)
 
     # -- SFTP downloads ------------------------------------------------------------------
 
+    @on_this_host
     def copy_remote_file(self, remote_file: str, local_file: str, recurse: bool = False,
                          sftp=None, encoding: str = "utf-8", callback: Progress = None) -> None:
         """Copy a remote file (with ``recurse``, a directory tree) to ``local_file``.
@@ -244,10 +290,12 @@ class TransferMixin:
         """Read an open remote file handle to its end into ``local_file``."""
         fd = os.open(local_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            return remote_fh.read_into_fd(fd, callback=callback, wait=self._wait_for_transfer)
+            return remote_fh.read_into_fd(fd, callback=callback,
+                                          wait=self._sftp_transfer_wait(remote_fh))
         finally:
             os.close(fd)
 
+    @on_this_host
     def sftp_get(self, sftp, remote_file: str, local_file: str,
                  callback: Progress = None) -> None:
         """Download one file; ``local_file`` appears only when complete."""
@@ -256,13 +304,14 @@ class TransferMixin:
         os.close(fd)
         try:
             try:
-                if callback is None:
-                    self._sftp_get(remote_fh, part)
-                else:
-                    self._sftp_get(remote_fh, part, callback=callback)
+                with local_file_errors(local_file):
+                    if callback is None:
+                        self._sftp_get(remote_fh, part)
+                    else:
+                        self._sftp_get(remote_fh, part, callback=callback)
             except ssh2_exc.SSH2Error as err:
-                raise exc.SFTPIOError("reading remote file %s on host %s failed: %s",
-                                      remote_file, self.host, err,
+                raise exc.SFTPIOError("reading remote file %s on host %s failed: "
+                                      + exc.cause_format(err), remote_file, self.host, err,
                                       host=self.host, port=self.port) from err
             os.replace(part, local_file)
         except BaseException:
@@ -274,12 +323,13 @@ class TransferMixin:
         finally:
             try:
                 if not remote_fh.closed:
-                    self.eagain(remote_fh.close)
-            except ssh2_exc.SSH2Error:
+                    self._sftp_eagain(sftp, remote_fh.close)
+            except (ssh2_exc.SSH2Error, exc.PSSHError):
                 pass
 
     # -- SCP ------------------------------------------------------------------------------
 
+    @on_this_host
     def scp_send(self, local_file: str, remote_file: str, recurse: bool = False,
                  sftp=None) -> None:
         """Upload with SCP. With ``recurse``, directories are copied file by file and
@@ -301,12 +351,7 @@ class TransferMixin:
         self._scp_send(local_file, remote_file)
 
     def _scp_send(self, local_file: str, remote_file: str) -> None:
-        try:
-            fh = open(local_file, "rb")
-        except OSError as err:
-            raise exc.SCPError("cannot read local file %s for host %s: %s", local_file,
-                               self.host, err.strerror, host=self.host, port=self.port) from err
-        with fh:
+        with open(local_file, "rb") as fh:  # a local OSError as it is, as parallel-ssh's
             st = os.fstat(fh.fileno())
             try:
                 chan = self._driver.exclusive(self.session.scp_send64, remote_file,
@@ -314,28 +359,23 @@ class TransferMixin:
                                               int(st.st_mtime), int(st.st_atime),
                                               what="starting an SCP upload")
             except Exception as err:
-                raise exc.SCPError("cannot open remote file %s for writing on host %s: %s",
-                                   remote_file, self.host, err,
+                raise exc.SCPError("cannot open remote file %s for writing on host %s: "
+                                   + exc.cause_format(err), remote_file, self.host, err,
                                    host=self.host, port=self.port) from err
+            check = end_check(chan, "the SCP copy")
             try:
                 while data := fh.read(SCP_CHUNK):
-                    self.eagain_write(chan.write, data)
+                    self._driver.write(chan.write, data, check=check)
                 for step in (chan.send_eof, chan.wait_eof, chan.close, chan.wait_closed):
                     self.eagain(step)
             except Exception as err:
-                self._remove_partial_scp(remote_file)
-                raise exc.SCPError("writing remote file %s on host %s failed: %s",
-                                   remote_file, self.host, err,
+                # SCP writes the real name (it cannot rename): remove what was written.
+                self._remove_remote(remote_file)
+                raise exc.SCPError("writing remote file %s on host %s failed: "
+                                   + exc.cause_format(err), remote_file, self.host, err,
                                    host=self.host, port=self.port) from err
 
-    def _remove_partial_scp(self, remote_file: str) -> None:
-        """A failed SCP upload leaves a truncated file: remove it (best effort, over SFTP)."""
-        try:
-            self.eagain(self._sftp().unlink, remote_file)
-        except Exception as err:
-            logger.warning("%s: could not remove the partial upload %s: %s", self.host,
-                           remote_file, err)
-
+    @on_this_host
     def scp_recv(self, remote_file: str, local_file: str, recurse: bool = False, sftp=None,
                  encoding: str = "utf-8") -> None:
         """Download with SCP. With ``recurse``, directories are listed over SFTP (SCP
@@ -374,14 +414,20 @@ class TransferMixin:
             chan, info = self._driver.exclusive(self.session.scp_recv2, remote_file,
                                                 what="starting an SCP download")
         except Exception as err:
-            raise exc.SCPError("error copying file %s from host %s: %s", remote_file, self.host,
-                               err, host=self.host, port=self.port) from err
+            raise exc.SCPError("error copying file %s from host %s: " + exc.cause_format(err),
+                               remote_file, self.host, err,
+                               host=self.host, port=self.port) from err
         fd, part = local_part_file(local_file)
         try:
-            with os.fdopen(fd, "wb") as fh:
+            with local_file_errors(local_file), os.fdopen(fd, "wb") as fh:
                 left = info.st_size
                 while left > 0:
-                    size, data = chan.read(min(SCP_CHUNK, left))
+                    try:
+                        size, data = chan.read(min(SCP_CHUNK, left))
+                    except ssh2_exc.SSH2Error as err:
+                        raise exc.SCPError("error copying file %s from host %s: "
+                                           + exc.cause_format(err), remote_file, self.host,
+                                           err, host=self.host, port=self.port) from err
                     if size == LIBSSH2_ERROR_EAGAIN:
                         self._wait_for_transfer()
                     elif size == 0:
