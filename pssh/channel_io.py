@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Callable, Optional, Tuple
 
+from ssh2 import exceptions as ssh2_exc
+
 #: Bytes asked for per read: bulk output needs few calls, polls stay short.
 CHUNK = 65536
 
@@ -34,3 +36,25 @@ def data_pending(channel) -> bool:
     """Whether libssh2 already holds data or EOF for ``channel``: reading one stream can pull
     the other's packets off the socket, which would then never become readable for them."""
     return bool(channel.poll_channel_read(1)) or channel.eof()
+
+
+def raise_if_ended(channel, what: str) -> None:
+    """Raise :class:`ssh2.exceptions.ChannelClosedError`, naming ``what``, if the server has
+    ended ``channel`` (sent its end of file, nothing left to read).
+
+    For a channel whose program (sftp-server, scp) ends it only by exiting, whatever a
+    transfer waits for will then never come: libssh2 would answer "try again" for ever.
+    """
+    if channel is not None and channel.eof():
+        raise ssh2_exc.ChannelClosedError(f"{what} ended on the server: its end of the "
+                                          f"channel is closed")
+
+
+def end_check(channel, what: str) -> Callable[[], None]:
+    """:func:`raise_if_ended` for ``channel``, as a check to make before each wait."""
+    return lambda: raise_if_ended(channel, what)
+
+
+def sftp_end_check(sftp) -> Callable[[], None]:
+    """The check for requests of SFTP session ``sftp`` (its channel looked up when needed)."""
+    return lambda: raise_if_ended(sftp.get_channel(), "the SFTP session")

@@ -6,6 +6,15 @@ values, and the values sit where parallel-ssh puts them (most often
 working. Added here: ``str(exc)`` is the formatted sentence (which names the
 host and the cause), and ``exc.host`` / ``exc.port`` say which host it is.
 
+Every error a host's work raises names that host: :func:`with_host` (and the
+``with on_host(host, port):`` block around each host's work) gives one that
+does not yet name it its host and port, whatever raised it. Ours and the
+bindings' errors get ``.host`` set; a local :class:`OSError` (a missing file,
+no permission, a full disk) is raised again as a :class:`LocalOSError`: a
+subclass of the very class it was (``FileNotFoundError``, ``PermissionError``,
+``OSError`` ...) whose message starts with ``host:port``, so that parallel-ssh's
+contract (local OS errors propagate as ``OSError``) holds.
+
 Where parallel-ssh raises a built-in or an :mod:`ssh2.exceptions` class, so
 do we, through a subclass that is also ours: :class:`ConnectionError` is a
 built-in :class:`ConnectionError` (parallel-ssh's *is* the built-in), a
@@ -18,7 +27,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from typing import Any, Optional
+from typing import Any, Dict, Optional
 
 from ssh2 import exceptions as ssh2_exc
 
@@ -26,7 +35,8 @@ from ssh2 import exceptions as ssh2_exc
 class PSSHError(Exception):
     """Base class of this module's exceptions.
 
-    ``args``: ``(message_format, *values)``; ``str()``: the formatted message.
+    ``args``: ``(message_format, *values)``; ``str()``: the formatted message, led
+    by ``host:port:`` when it concerns a host and does not already say so.
     ``host`` and ``port``: the host the error concerns (None if none).
     """
 
@@ -54,10 +64,25 @@ class PSSHError(Exception):
         args = self.args
         if args and isinstance(args[0], str) and args[0].startswith(_AT) and len(args) >= 3:
             return format_args((args[0][len(_AT):],) + tuple(args[3:]))
-        return str(self)
+        return format_args(args)
 
     def __str__(self) -> str:
-        return format_args(self.args)
+        return _led_by_host(format_args(self.args), self.host, self.port)
+
+
+def _where(host: Optional[str], port: Optional[int]) -> str:
+    return str(host) if port is None else f"{host}:{port}"
+
+
+def _led_by_host(text: str, host: Optional[str], port: Optional[int]) -> str:
+    """``text`` led by ``host:port:`` unless it already starts with the host or names
+    ``host:port`` (messages written as ``"%s:%s: ..."`` say it themselves)."""
+    if host is None:
+        return text
+    where = _where(host, port)
+    if text.startswith(f"{host}:") or text.startswith(f"{host} ") or where in text:
+        return text
+    return f"{where}: {text}"
 
 
 def format_args(args: tuple) -> str:
@@ -236,6 +261,133 @@ class WorkerError(PSSHError):
 
 class InvalidAPIUseError(PSSHError):
     """Arguments that cannot work together (e.g. keyboard_interactive without a password)."""
+
+
+class LocalOSError(OSError):
+    """A local OS error (a file on this machine missing, unreadable, a directory, the
+    disk full...) met while working for a host.
+
+    Never raised as itself: :func:`with_host` raises a subclass of both this and the
+    error's own class (``FileNotFoundError``, ``PermissionError``, ``OSError``...), with
+    its ``errno``, ``strerror`` and ``filename``, so that ``except`` clauses for the
+    built-in classes catch it as before. ``str()``: ``host:port: [Errno 28] No space
+    left on device: '/path'``; ``host`` and ``port`` as on our errors; ``reason``: the
+    message without the host.
+    """
+
+    host: Optional[str] = None
+    port: Optional[int] = None
+    _base: type = OSError
+
+    def __str__(self) -> str:
+        return f"{_where(self.host, self.port)}: {super().__str__()}"
+
+    @property
+    def reason(self) -> str:
+        return super().__str__()
+
+    def __reduce__(self):
+        # Rebuilt from the built-in class it stands for: the generated class has no
+        # importable name (processes=N send errors to the parent pickled).
+        return (_local_os_error, (self._base, self.args, self.filename, self.filename2,
+                                  self.host, self.port), dict(self.__dict__))
+
+
+_local_classes: Dict[type, type] = {}
+
+
+def _local_class(base: type) -> type:
+    """The :class:`LocalOSError` subclass standing for ``base`` (made once)."""
+    if base is OSError:
+        return LocalOSError
+    cls = _local_classes.get(base)
+    if cls is None:
+        name = "Local" + base.__name__
+        cls = type(name, (LocalOSError, base), {"__module__": __name__, "__qualname__": name,
+                                                "_base": base, "__doc__": LocalOSError.__doc__})
+        _local_classes[base] = cls
+    return cls
+
+
+def _local_os_error(base: type, args: tuple, filename: Any, filename2: Any,
+                    host: Optional[str], port: Optional[int]) -> OSError:
+    """A :class:`LocalOSError` as ``base(*args)`` (with its file names) would be."""
+    cls = _local_class(base)
+    if filename2 is not None:
+        err = cls(args[0], args[1], filename, None, filename2)
+    elif filename is not None:
+        err = cls(args[0], args[1], filename)
+    else:
+        err = cls(*args)
+    err.host, err.port = host, port
+    return err
+
+
+def with_host(err: BaseException, host: Optional[str], port: Optional[int]) -> BaseException:
+    """``err``, made to name ``host`` and ``port`` if it names no host yet.
+
+    Our errors and the bindings' get ``host`` (and ``port``) set and are returned
+    as they are; a local :class:`OSError` comes back as a new :class:`LocalOSError`
+    of its class (raise it ``from err``); anything else is returned untouched.
+    """
+    if isinstance(err, PSSHError):
+        if err.host is None:
+            err.host, err.port = host, port
+        elif err.port is None and err.host == host:
+            err.port = port
+    elif isinstance(err, ssh2_exc.SSH2Error):
+        if not getattr(err, "host", None):
+            err.host = _where(host, port)
+    elif isinstance(err, OSError) and not isinstance(err, LocalOSError):
+        try:
+            named = _local_os_error(type(err), err.args, err.filename, err.filename2,
+                                    host, port)
+        except Exception:  # an OSError subclass that cannot be rebuilt from its args
+            return err
+        named.__dict__.update(err.__dict__)
+        return named
+    return err
+
+
+class on_host:  # noqa: N801 - used as a statement: ``with on_host(host, port):``
+    """``with on_host(host, port):``: an error leaving the block names the host
+    (:func:`with_host`). ``port`` may be set on the object once it is known."""
+
+    __slots__ = ("host", "port")
+
+    def __init__(self, host: Optional[str], port: Optional[int] = None) -> None:
+        self.host = host
+        self.port = port
+
+    def __enter__(self) -> "on_host":
+        return self
+
+    def __exit__(self, kind, err, tb) -> bool:
+        if isinstance(err, Exception):
+            named = with_host(err, self.host, self.port)
+            if named is not err:
+                raise named.with_traceback(tb) from err
+        return False
+
+
+#: The bindings' errors that mean the connection itself is gone.
+_CONNECTION_GONE = (ssh2_exc.SocketRecvError, ssh2_exc.SocketSendError,
+                    ssh2_exc.SocketDisconnectError)
+
+
+def cause_format(err: BaseException) -> str:
+    """The ``%``-format that says what ``err`` means: ``"%s"`` (its own message), or
+    where libssh2's message says little, the meaning first: a socket failure is ``"the
+    connection was lost (%s)"``, an SCP protocol error that the server's scp refused.
+    Messages take it in their format and ``err`` in their ``args``."""
+    if isinstance(err, _CONNECTION_GONE):
+        return "the connection was lost (%s)"
+    if isinstance(err, ssh2_exc.SCPProtocolError) and str(err.message).lower().endswith(
+            ("failed to send file", "failed to recv file")):
+        # The remote scp's answer to the file's name: libssh2 reads its reason and drops it.
+        return ("the server's scp refused it; libssh2 drops the reason, most often a missing "
+                "file or directory or no permission (%s)")
+    return "%s"
 
 
 # parallel-ssh's older names.

@@ -8,6 +8,8 @@ under the real name.
 from __future__ import annotations
 
 import os
+from contextlib import contextmanager
+from typing import Iterator
 
 
 def local_part_file(local_file: str) -> tuple:
@@ -44,3 +46,15 @@ def new_file_mode() -> int:
     mask = os.umask(0o22)  # no other way to read it: set, then put back at once
     os.umask(mask)
     return 0o666 & ~mask
+
+
+@contextmanager
+def local_file_errors(local_file: str) -> Iterator[None]:
+    """A local OS error of the block names ``local_file`` (the download's target) when it
+    names no file: writing through a descriptor (a full disk) says only its errno."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename is None and err.errno is not None:
+            err.filename = local_file
+        raise

@@ -24,10 +24,15 @@ them in host order.
 Every libssh2 call runs non-blocking on the loop's thread; waits are
 ``add_reader`` / ``add_writer`` on the socket in the direction libssh2 asks
 for. No thread per connection.
+
+What this package owns is asyncssh's API (names, exceptions, callbacks, options);
+every SSH procedure it runs is the session core's (:mod:`pssh.core`), driven by the
+asyncio runner (:mod:`pssh.runners.asyncio`). What it may import: the core, the
+asyncio runner, asyncio, ``ssh2``; never :mod:`pssh.clients` (gevent) or :mod:`pssh.cli`.
 """
 from pssh.aio import constants as _constants, sftp_errors as _sftp_errors
-from pssh.aio.callbacks import SSHClient, create_connection
-from pssh.aio.connection import SSHClientConnection, connect
+from pssh.aio.callbacks import SSHClient
+from pssh.aio.connection import SSHClientConnection, connect, create_connection
 from pssh.aio.constants import *  # noqa: F401,F403  (asyncssh's protocol constants)
 from pssh.aio.constants import DataType, EXTENDED_DATA_STDERR
 from pssh.aio.exceptions import (ChannelListenError, ChannelOpenError, CompressionError,

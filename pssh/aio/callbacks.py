@@ -1,8 +1,8 @@
 """asyncssh's connection callbacks: :class:`SSHClient` and :func:`create_connection`.
 
 ``conn, client = await create_connection(MyClient, host, port, **connect_args)``
-connects as :func:`~pssh.aio.connect` does and tells a ``MyClient()`` of the
-connection's events: ``connection_made(conn)``, ``begin_auth(username)``,
+(:func:`pssh.aio.connection.create_connection`) connects as :func:`~pssh.aio.connect`
+does and tells a ``MyClient()`` of the connection's events: ``connection_made(conn)``, ``begin_auth(username)``,
 ``auth_completed()``, ``connection_lost(exc)``. The client may also decide:
 
 - ``validate_host_public_key(host, addr, port, key)``: asked when the host is not in
@@ -91,16 +91,6 @@ class SSHClient:
                                   prompts: List[Tuple[str, bool]]) -> Optional[List[str]]:
         """Answers to ``prompts`` (``(prompt, echo)`` pairs), or None to give up."""
         return None
-
-
-async def create_connection(client_factory, host: str = "", port: Optional[int] = None,
-                            **connect_args):
-    """Connect as :func:`~pssh.aio.connect` does, with ``client_factory()``'s callbacks
-    (``client_factory`` None: a plain :class:`SSHClient`); returns ``(conn, client)``."""
-    from pssh.aio.connection import connect
-    conn = await connect(host, port, client_factory=client_factory or SSHClient,
-                         **connect_args)
-    return conn, conn._client
 
 
 class HostKey:

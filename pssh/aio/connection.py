@@ -78,12 +78,29 @@ def connect(host: str, port: Optional[int] = None, *,
     return AwaitableContext(_connect(host, port, merged, tunnel, client_factory))
 
 
+async def create_connection(client_factory, host: str = "", port: Optional[int] = None,
+                            **connect_args):
+    """Connect as :func:`~pssh.aio.connect` does, with ``client_factory()``'s callbacks
+    (``client_factory`` None: a plain :class:`SSHClient`); returns ``(conn, client)``."""
+    from pssh.aio.callbacks import SSHClient
+    conn = await connect(host, port, client_factory=client_factory or SSHClient,
+                         **connect_args)
+    return conn, conn._client
+
+
 async def _connect(host: str, port: Optional[int], opts: SSHClientConnectionOptions,
                    tunnel, client_factory) -> "SSHClientConnection":
     if isinstance(tunnel, str):
         opts = SSHClientConnectionOptions(opts, tunnel=tunnel)
         tunnel = None
     resolved = opts.resolve(host, port)
+    # Every failure from here on concerns this host (a bad key file included).
+    with exc.on_host(host, resolved.port):
+        return await _connect_resolved(host, resolved, opts, tunnel, client_factory)
+
+
+async def _connect_resolved(host: str, resolved, opts: SSHClientConnectionOptions, tunnel,
+                            client_factory) -> "SSHClientConnection":
     limit = resolved.connect_timeout
     login_deadline = deadline_after(opts.login_timeout)
     via = tunnel
@@ -557,4 +574,4 @@ def _address(get) -> Optional[tuple]:
     return tuple(address[:2]) if isinstance(address, tuple) else address
 
 
-__all__ = ["SSHClientConnection", "connect"]
+__all__ = ["SSHClientConnection", "connect", "create_connection"]

@@ -41,13 +41,15 @@ async def scp(srcpath: Union[str, Remote], dstpath: Union[str, Remote, None] = N
                 local = os.fspath(dst)
                 if os.path.isdir(local):
                     local = os.path.join(local, posixpath.basename(remote.rstrip("/")))
-                await _download(conn, remote, local)
+                with exc.on_host(conn.host, conn.port):
+                    await _download(conn, remote, local)
             elif isinstance(dst, tuple) and not isinstance(src, tuple):
                 conn, remote = dst
                 local = os.fspath(src)
                 if remote in ("", ".") or remote.endswith("/"):
                     remote = posixpath.join(remote, os.path.basename(local))
-                await _upload(conn, local, remote)
+                with exc.on_host(conn.host, conn.port):
+                    await _upload(conn, local, remote)
             else:
                 raise ValueError("scp(): one side is remote ((connection, path) or "
                                  "'host:path'), the other a local path")

@@ -56,9 +56,12 @@ class SFTPAttrs:
 
 
 def _asyncssh_error(conn, what: str, err: exc.PSSHError) -> BaseException:
-    """The core's SFTP error as asyncssh's class for the server's status."""
+    """The core's SFTP error as asyncssh's class for the server's status, with the core's
+    words for what went wrong."""
     cause = err.__cause__ if isinstance(err.__cause__, ssh2_exc.SSH2Error) else err
-    return sftp_error(conn.host, conn.port, what, cause, io=isinstance(err, exc.SFTPIOError))
+    cls = type(sftp_error(conn.host, conn.port, what, cause,
+                          io=isinstance(err, exc.SFTPIOError)))
+    return cls(err.reason, host=conn.host, port=conn.port)
 
 
 async def start_sftp_client(conn) -> "SFTPClient":
@@ -135,7 +138,13 @@ class SFTPClient:
                   progress_handler: Progress = None) -> None:
         """Download ``remotepath`` to ``localpath`` (default: its name, here; into it if it is
         a directory). ``recurse``: a remote directory is copied with all it holds.
-        ``preserve``: the remote file's permission bits (else the umask's)."""
+        ``preserve``: the remote file's permission bits (else the umask's). Errors name
+        the host, local ones too (:class:`pssh.exceptions.LocalOSError`)."""
+        with exc.on_host(self._conn.host, self._conn.port):
+            await self._get(remotepath, localpath, recurse, preserve, progress_handler)
+
+    async def _get(self, remotepath: str, localpath: Optional[str], recurse: bool,
+                   preserve: bool, progress_handler: Progress) -> None:
         localpath = os.fspath(localpath) if localpath is not None \
             else posixpath.basename(remotepath.rstrip("/"))
         if os.path.isdir(localpath):
@@ -144,9 +153,9 @@ class SFTPClient:
             os.makedirs(localpath, exist_ok=True)
             for name in await self.listdir(remotepath):
                 if name not in (".", ".."):
-                    await self.get(posixpath.join(remotepath, name),
-                                   os.path.join(localpath, name), recurse=True,
-                                   preserve=preserve, progress_handler=progress_handler)
+                    await self._get(posixpath.join(remotepath, name),
+                                    os.path.join(localpath, name), True, preserve,
+                                    progress_handler)
             return
         progress = None
         if progress_handler is not None:
@@ -160,15 +169,21 @@ class SFTPClient:
                   recurse: bool = False, progress_handler: Progress = None) -> None:
         """Upload ``localpath`` to ``remotepath`` (default: its name, in the remote home).
         ``recurse``: a local directory is copied with all it holds (directories made as
-        needed, with the local ones' modes)."""
+        needed, with the local ones' modes). A failed upload's partial file is removed
+        while the connection allows. Errors name the host, local ones too."""
+        with exc.on_host(self._conn.host, self._conn.port):
+            await self._put(localpath, remotepath, recurse, progress_handler)
+
+    async def _put(self, localpath: str, remotepath: Optional[str], recurse: bool,
+                   progress_handler: Progress) -> None:
         localpath = os.fspath(localpath)
         remotepath = remotepath or os.path.basename(localpath.rstrip("/"))
         if recurse and os.path.isdir(localpath):
             if not await self.exists(remotepath):
                 await self.mkdir(remotepath, mode=stat.S_IMODE(os.stat(localpath).st_mode))
             for name in sorted(os.listdir(localpath)):
-                await self.put(os.path.join(localpath, name), posixpath.join(remotepath, name),
-                               recurse=True, progress_handler=progress_handler)
+                await self._put(os.path.join(localpath, name), posixpath.join(remotepath, name),
+                                True, progress_handler)
             return
         progress = None
         if progress_handler is not None:

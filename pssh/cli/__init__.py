@@ -2,6 +2,11 @@
 
 The arguments are parsed before anything heavy is imported: ``pssh --help`` and
 usage errors never load gevent, the clients or rich (a third of a second).
+
+What this package owns: the command line (parsing, host sets, the display, one
+result pipeline for every way hosts are run). What it may import: the API shells
+(:mod:`pssh.clients`; Dask's path in :mod:`pssh.clients.cluster`), the core's data
+(settings, ssh_config), rich; the runners and ``ssh2`` only through the shells.
 """
 from __future__ import annotations
 

@@ -279,15 +279,9 @@ def _name(key: Key) -> str:
 
 
 def _at(err: exc.PSSHError, link: Link) -> exc.PSSHError:
-    """``err``, naming the host it happened on (``.host``, ``.port`` and its message) if it
-    does not yet: key problems are found by code that does not know the host."""
-    if err.host is None:
-        err.host, err.port = link.host, link.port
-    args = err.args
-    if args and isinstance(args[0], str) and not args[0].startswith("%s:%s"):
-        text = args[0] if len(args) > 1 else args[0].replace("%", "%%")
-        err.args = ("%s:%s: " + text, err.host, err.port, *args[1:])
-    return err
+    """``err``, naming the host it happened on if it does not yet (key problems are found
+    by code that does not know the host; ``str()`` then leads with ``host:port``)."""
+    return exc.with_host(err, link.host, link.port)
 
 
 __all__ = ["Credentials", "DEFAULT_IDENTITIES", "KeyErrors", "LoginMethods", "login",

@@ -15,7 +15,6 @@ from pssh.core.waits import Procedure, Sleep
 from pssh.deadlines import deadline_after, remaining
 from pssh.known_hosts import verify_host_key
 from pssh.login import prepare_session
-from ssh2 import exceptions as ssh2_exc
 
 log = logging.getLogger("pssh.core.handshake")
 
@@ -42,10 +41,8 @@ class Attempt:
 
 
 def named(err: BaseException, host: str, port: int) -> BaseException:
-    """An ssh2 error that names the host it happened on (``str()`` shows it)."""
-    if isinstance(err, ssh2_exc.SSH2Error) and not getattr(err, "host", None):
-        err.host = f"{host}:{port}"
-    return err
+    """``err``, naming the host it happened on (:func:`pssh.exceptions.with_host`)."""
+    return exc.with_host(err, host, port)
 
 
 def handshake(link: Link, resolved, attempt: Attempt) -> Procedure[None]:

@@ -118,9 +118,14 @@ class Link:
 
     # -- calling libssh2 -----------------------------------------------------------------
 
-    def call(self, fn: Callable, *args, timeout=UNSET, what: str = "") -> Procedure[Any]:
+    def call(self, fn: Callable, *args, timeout=UNSET, what: str = "",
+             check: Optional[Callable[[], None]] = None) -> Procedure[Any]:
         """``fn(*args)``, called again after each EAGAIN until it gives a result;
-        ``timeout`` (default: the link's) bounds the whole call, however many waits."""
+        ``timeout`` (default: the link's) bounds the whole call, however many waits.
+        ``check()``, made before each wait, may raise to end it: a request of a channel
+        whose far end is gone (an SFTP server that died) would otherwise be answered
+        "try again" for as long as the timeout allows
+        (:func:`pssh.channel_io.end_check`)."""
         result = fn(*args)
         if result.__class__ is not int or result != LIBSSH2_ERROR_EAGAIN:
             self.wake()
@@ -129,6 +134,8 @@ class Link:
         limit = self.timeout if timeout is UNSET else timeout
         request = None
         while True:
+            if check is not None:
+                check()
             if self.before_wait:
                 yield from self._before_wait()
             request = self._wait_request(limit, what or fn, request)
@@ -141,7 +148,8 @@ class Link:
                 self.wake()
                 return result
 
-    def exclusive(self, fn: Callable, *args, timeout=UNSET, what: str = "") -> Procedure[Any]:
+    def exclusive(self, fn: Callable, *args, timeout=UNSET, what: str = "",
+                  check: Optional[Callable[[], None]] = None) -> Procedure[Any]:
         """:meth:`call` for the calls whose progress libssh2 keeps in the session, not in
         a channel: opening channels (session, direct-tcpip, SCP), starting SFTP, remote
         listeners. Two in progress at once would share that state (one's open would
@@ -154,14 +162,16 @@ class Link:
                               self.port, what or getattr(fn, "__name__", "request"), limit,
                               host=self.host, port=self.port)
         try:
-            return (yield from self.call(fn, *args, timeout=remaining(deadline), what=what))
+            return (yield from self.call(fn, *args, timeout=remaining(deadline), what=what,
+                                         check=check))
         finally:
             self.opening.leave()
 
-    def write(self, write: Callable, data, timeout=UNSET,
-              what: str = "writing") -> Procedure[None]:
+    def write(self, write: Callable, data, timeout=UNSET, what: str = "writing",
+              check: Optional[Callable[[], None]] = None) -> Procedure[None]:
         """Write all of ``data`` with ``write`` (calls returning ``(rc, written)``),
-        resuming after each EAGAIN from the last byte written; ``timeout`` bounds it all."""
+        resuming after each EAGAIN from the last byte written; ``timeout`` bounds it all,
+        ``check`` as for :meth:`call`."""
         limit = self.timeout if timeout is UNSET else timeout
         view, total, size = memoryview(data), 0, len(data)
         request = None
@@ -169,6 +179,8 @@ class Link:
             rc, written = write(view[total:] if total else data)
             total += written
             if rc == LIBSSH2_ERROR_EAGAIN:
+                if check is not None:
+                    check()
                 if self.before_wait:
                     yield from self._before_wait()
                 request = self._wait_request(limit, what, request)

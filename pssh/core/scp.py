@@ -16,7 +16,8 @@ from pssh import exceptions as exc
 from pssh.core import sftp as core_sftp
 from pssh.core.link import Link
 from pssh.core.waits import Procedure
-from pssh.partial_files import keep_download, local_part_file
+from pssh.channel_io import end_check
+from pssh.partial_files import keep_download, local_file_errors, local_part_file
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
@@ -40,14 +41,19 @@ def download(link: Link, remote: str, local: str) -> Procedure[int]:
     except (exc.Timeout, exc.ConnectionError):
         raise
     except Exception as err:
-        raise exc.SCPError("error copying file %s from host %s: %s", remote, link.host, err,
-                           host=link.host, port=link.port) from err
+        raise exc.SCPError("error copying file %s from host %s: " + exc.cause_format(err),
+                           remote, link.host, err, host=link.host, port=link.port) from err
     fd, part = local_part_file(local)
     try:
-        with os.fdopen(fd, "wb") as fh:
+        with local_file_errors(local), os.fdopen(fd, "wb") as fh:
             left = info.st_size
             while left > 0:
-                size, data = channel.read(min(CHUNK, left))
+                try:
+                    size, data = channel.read(min(CHUNK, left))
+                except ssh2_exc.SSH2Error as err:
+                    raise exc.SCPError("error copying file %s from host %s: "
+                                       + exc.cause_format(err), remote, link.host, err,
+                                       host=link.host, port=link.port) from err
                 if size == LIBSSH2_ERROR_EAGAIN:
                     yield from link.wait(link.timeout, f"downloading {remote}")
                 elif size == 0:
@@ -67,13 +73,9 @@ def download(link: Link, remote: str, local: str) -> Procedure[int]:
 
 
 def upload(link: Link, local: str, remote: str) -> Procedure[int]:
-    """Copy ``local`` to ``remote`` over SCP; returns the bytes copied."""
-    try:
-        fh = open(local, "rb")
-    except OSError as err:
-        raise exc.SCPError("cannot read local file %s for host %s: %s", local, link.host,
-                           err.strerror, host=link.host, port=link.port) from err
-    with fh:
+    """Copy ``local`` to ``remote`` over SCP; returns the bytes copied. A local file that
+    cannot be read is its ``OSError`` (as parallel-ssh's)."""
+    with open(local, "rb") as fh:
         st = os.fstat(fh.fileno())
         try:
             channel = yield from link.exclusive(
@@ -82,33 +84,27 @@ def upload(link: Link, local: str, remote: str) -> Procedure[int]:
         except (exc.Timeout, exc.ConnectionError):
             raise
         except Exception as err:
-            raise exc.SCPError("cannot open remote file %s for writing on host %s: %s", remote,
-                               link.host, err, host=link.host, port=link.port) from err
+            raise exc.SCPError("cannot open remote file %s for writing on host %s: "
+                               + exc.cause_format(err), remote, link.host, err,
+                               host=link.host, port=link.port) from err
+        check = end_check(channel, "the SCP copy")
         try:
             while data := fh.read(CHUNK):
-                yield from link.write(channel.write, data, what=f"uploading {remote}")
+                yield from link.write(channel.write, data, what=f"uploading {remote}",
+                                      check=check)
             for step in (channel.send_eof, channel.wait_eof, channel.close,
                          channel.wait_closed):
                 yield from link.call(step, what=f"ending the SCP upload of {remote}")
         except BaseException as err:
-            yield from remove_partial(link, remote)
+            # SCP writes the real name (it cannot rename): remove what was written.
+            yield from core_sftp.remove_partial(link, remote)
             if isinstance(err, (ssh2_exc.SSH2Error, exc.PSSHError, OSError)) \
                     and not isinstance(err, (exc.Timeout, exc.ConnectionError)):
-                raise exc.SCPError("writing remote file %s on host %s failed: %s", remote,
-                                   link.host, err, host=link.host, port=link.port) from err
+                raise exc.SCPError("writing remote file %s on host %s failed: "
+                                   + exc.cause_format(err), remote, link.host, err,
+                                   host=link.host, port=link.port) from err
             raise
     return st.st_size
 
 
-def remove_partial(link: Link, remote: str) -> Procedure[None]:
-    """A failed SCP upload leaves a truncated file: remove it (best effort, over SFTP)."""
-    if link.closed:
-        return
-    try:
-        sftp = yield from core_sftp.start(link)
-        yield from link.call(sftp.unlink, remote, what=f"removing {remote!r}")
-    except Exception as err:
-        log.warning("%s: could not remove the partial upload %s: %s", link.host, remote, err)
-
-
-__all__ = ["CHUNK", "download", "remove_partial", "upload"]
+__all__ = ["CHUNK", "download", "upload"]

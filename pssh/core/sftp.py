@@ -6,8 +6,12 @@ it once complete; an upload goes to a temporary remote name (``.<name>.<hex>.par
 and is renamed into place: with ``posix-rename@openssh.com`` where the server
 has it (atomic, replaces the target), else by removing the target first. A
 failed or interrupted upload removes its temporary file when the connection
-still allows. The bytes move in the bindings' C pumps (many requests in
-flight, no GIL) between waits.
+still allows (a warning names what is left when it does not). The bytes move in
+the bindings' C pumps (many requests in flight, no GIL) between waits.
+
+Every request of an SFTP session fails at once (rather than wait for its
+timeout, or for ever) once the server's end of that session is gone: an
+sftp-server that died while the connection lives (:func:`ended`).
 """
 from __future__ import annotations
 
@@ -19,7 +23,9 @@ from typing import Callable, List, Optional
 from pssh import exceptions as exc
 from pssh.core.link import Link
 from pssh.core.waits import Procedure
-from pssh.partial_files import local_part_file, new_file_mode, remote_part_name
+from pssh.channel_io import end_check, sftp_end_check
+from pssh.partial_files import (local_file_errors, local_part_file, new_file_mode,
+                                remote_part_name)
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
@@ -37,6 +43,16 @@ _MISSING = (ssh2_exc.SFTPNoSuchFileError, ssh2_exc.SFTPHandleError)
 
 def is_dir(attrs) -> bool:
     return attrs.permissions & LIBSSH2_SFTP_S_IFMT == LIBSSH2_SFTP_S_IFDIR
+
+
+def ended(sftp) -> Callable[[], None]:
+    """The check made before each wait of a request of ``sftp``: raises once the server's
+    end of the session is gone (libssh2 would say "try again" for ever)."""
+    return sftp_end_check(sftp)
+
+
+def _handle_ended(handle) -> Callable[[], None]:
+    return ended(handle.sftp)
 
 
 def start(link: Link) -> Procedure[object]:
@@ -57,7 +73,8 @@ def start(link: Link) -> Procedure[object]:
 def stat(link: Link, sftp, path: str) -> Procedure[object]:
     """The remote path's attributes, or None if it does not exist."""
     try:
-        return (yield from link.call(sftp.stat, path, what=f"stat of {path!r}"))
+        return (yield from link.call(sftp.stat, path, what=f"stat of {path!r}",
+                                     check=ended(sftp)))
     except _MISSING:
         return None
 
@@ -65,7 +82,8 @@ def stat(link: Link, sftp, path: str) -> Procedure[object]:
 def mkdir(link: Link, sftp, path: str, mode: int = DIR_MODE) -> Procedure[None]:
     """Create one remote directory; :class:`~pssh.exceptions.SFTPIOError` if refused."""
     try:
-        yield from link.call(sftp.mkdir, path, mode, what=f"mkdir of {path!r}")
+        yield from link.call(sftp.mkdir, path, mode, what=f"mkdir of {path!r}",
+                             check=ended(sftp))
     except ssh2_exc.SSH2Error as err:
         raise exc.SFTPIOError("cannot create directory %s on host %s: %s", path, link.host,
                               err, host=link.host, port=link.port) from None
@@ -98,7 +116,8 @@ def set_mode(link: Link, sftp, path: str, mode: int) -> Procedure[None]:
     attrs = SFTPAttributes()
     attrs.permissions = mode
     try:
-        yield from link.call(sftp.setstat, path, attrs, what=f"chmod of {path!r}")
+        yield from link.call(sftp.setstat, path, attrs, what=f"chmod of {path!r}",
+                             check=ended(sftp))
     except ssh2_exc.SSH2Error as err:
         raise exc.SFTPIOError("cannot set the mode of %s on host %s: %s", path, link.host,
                               err, host=link.host, port=link.port) from err
@@ -107,7 +126,8 @@ def set_mode(link: Link, sftp, path: str, mode: int) -> Procedure[None]:
 def open_file(link: Link, sftp, path: str, flags: int, mode: int = 0) -> Procedure[object]:
     """An open remote file handle; :class:`~pssh.exceptions.SFTPError` naming the host."""
     try:
-        return (yield from link.call(sftp.open, path, flags, mode, what=f"opening {path!r}"))
+        return (yield from link.call(sftp.open, path, flags, mode, what=f"opening {path!r}",
+                                     check=ended(sftp)))
     except (exc.Timeout, exc.ConnectionError):
         raise
     except Exception as err:
@@ -120,7 +140,8 @@ def close_handle(link: Link, handle) -> Procedure[None]:
     if handle.closed:
         return
     try:
-        yield from link.call(handle.close, what="closing a remote file")
+        yield from link.call(handle.close, what="closing a remote file",
+                             check=_handle_ended(handle))
     except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
         log.debug("%s: closing a remote file: %s", link.host, err)
 
@@ -128,7 +149,8 @@ def close_handle(link: Link, handle) -> Procedure[None]:
 def listdir(link: Link, sftp, path: str) -> Procedure[List[bytes]]:
     """The names in a remote directory, as bytes (``.`` and ``..`` included)."""
     try:
-        handle = yield from link.call(sftp.opendir, path, what=f"opendir of {path!r}")
+        handle = yield from link.call(sftp.opendir, path, what=f"opendir of {path!r}",
+                                      check=ended(sftp))
     except ssh2_exc.SSH2Error as err:
         raise exc.SFTPError("%s:%s: cannot open directory %s: %s", link.host, link.port, path,
                             err, host=link.host, port=link.port) from err
@@ -141,9 +163,11 @@ def listdir(link: Link, sftp, path: str) -> Procedure[List[bytes]]:
 def read_names(link: Link, handle) -> Procedure[List[bytes]]:
     """The names an open remote directory lists, as bytes."""
     names = []
+    check = _handle_ended(handle)
     # The bindings' iterator yields an EAGAIN entry when it would block, then goes on.
     for size, name, _ in handle.readdir():
         if size == LIBSSH2_ERROR_EAGAIN:
+            check()
             yield from link.wait(link.timeout, "reading a directory")
         else:
             names.append(name)
@@ -152,12 +176,16 @@ def read_names(link: Link, handle) -> Procedure[List[bytes]]:
 
 def read(link: Link, handle, size: int, what: str) -> Procedure[bytes]:
     """Up to ``size`` bytes of an open remote file (b"" at its end)."""
+    check = _handle_ended(handle)
     while True:
         try:
             n, data = handle.read(size)
+            if n == LIBSSH2_ERROR_EAGAIN:
+                check()
         except ssh2_exc.SSH2Error as err:
-            raise exc.SFTPIOError("%s:%s: %s failed: %s", link.host, link.port, what, err,
-                                  host=link.host, port=link.port) from err
+            raise exc.SFTPIOError("%s:%s: %s failed: " + exc.cause_format(err), link.host,
+                                  link.port, what, err, host=link.host,
+                                  port=link.port) from err
         if n != LIBSSH2_ERROR_EAGAIN:
             link.wake()
             return data
@@ -167,10 +195,10 @@ def read(link: Link, handle, size: int, what: str) -> Procedure[bytes]:
 def write(link: Link, handle, data: bytes, what: str) -> Procedure[None]:
     """Write all of ``data`` to an open remote file."""
     try:
-        yield from link.write(handle.write, data, what=what)
+        yield from link.write(handle.write, data, what=what, check=_handle_ended(handle))
     except ssh2_exc.SSH2Error as err:
-        raise exc.SFTPIOError("%s:%s: %s failed: %s", link.host, link.port, what, err,
-                              host=link.host, port=link.port) from err
+        raise exc.SFTPIOError("%s:%s: %s failed: " + exc.cause_format(err), link.host,
+                              link.port, what, err, host=link.host, port=link.port) from err
 
 
 # -- whole files ---------------------------------------------------------------------------
@@ -179,6 +207,7 @@ def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = No
          total: int = 0) -> Procedure[int]:
     """Run a bindings pump (``handle.pump_to_fd`` / ``pump_from_fd``) to its end,
     waiting whenever it would block; returns the bytes moved."""
+    check = _handle_ended(step.__self__)
     done = 0
     while True:
         rc, moved = step(fd)
@@ -190,6 +219,7 @@ def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = No
         if rc == 0:
             return done
         if rc == LIBSSH2_ERROR_EAGAIN:
+            check()
             yield from link.wait(link.timeout, what)
 
 
@@ -206,17 +236,20 @@ def download(link: Link, sftp, remote: str, local: str, progress: Progress = Non
     fd, part = local_part_file(local)
     try:
         try:
-            attrs = yield from link.call(handle.fstat, what=f"fstat of {remote!r}")
-            if receive is None:
-                total = yield from pump(link, handle.pump_to_fd, fd, f"downloading {remote}",
-                                        progress, attrs.filesize)
-            else:
-                os.close(fd)
-                fd = -1
-                total = yield from receive(handle, part)
+            attrs = yield from link.call(handle.fstat, what=f"fstat of {remote!r}",
+                                         check=ended(sftp))
+            with local_file_errors(local):  # a full disk names the target, not the part
+                if receive is None:
+                    total = yield from pump(link, handle.pump_to_fd, fd,
+                                            f"downloading {remote}", progress, attrs.filesize)
+                else:
+                    os.close(fd)
+                    fd = -1
+                    total = yield from receive(handle, part)
         except ssh2_exc.SSH2Error as err:
-            raise exc.SFTPIOError("reading remote file %s on host %s failed: %s", remote,
-                                  link.host, err, host=link.host, port=link.port) from err
+            raise exc.SFTPIOError("reading remote file %s on host %s failed: "
+                                  + exc.cause_format(err), remote, link.host, err,
+                                  host=link.host, port=link.port) from err
         finally:
             if fd >= 0:
                 os.close(fd)
@@ -253,10 +286,11 @@ def upload(link: Link, sftp, local: str, remote: str, progress: Progress = None,
                                             f"uploading {remote}", progress, st.st_size)
                 else:
                     total = yield from send(handle)
-                yield from link.call(handle.close, what=f"closing {part!r}")
+                yield from link.call(handle.close, what=f"closing {part!r}", check=ended(sftp))
             except ssh2_exc.SSH2Error as err:
-                raise exc.SFTPIOError("writing remote file %s on host %s failed: %s", remote,
-                                      link.host, err, host=link.host, port=link.port) from err
+                raise exc.SFTPIOError("writing remote file %s on host %s failed: "
+                                      + exc.cause_format(err), remote, link.host, err,
+                                      host=link.host, port=link.port) from err
             yield from rename_into_place(link, sftp, part, remote)
         except BaseException:
             yield from discard(link, sftp, handle, part)
@@ -270,7 +304,8 @@ def rename_into_place(link: Link, sftp, part: str, remote: str) -> Procedure[Non
     """``part`` renamed to ``remote``, replacing it: atomically with posix-rename, else
     (a server without that extension) by removing ``remote`` first."""
     try:
-        yield from link.call(sftp.posix_rename, part, remote, what=f"renaming into {remote!r}")
+        yield from link.call(sftp.posix_rename, part, remote, what=f"renaming into {remote!r}",
+                             check=ended(sftp))
         return
     except ssh2_exc.SFTPOpUnsupportedError:
         pass
@@ -279,10 +314,12 @@ def rename_into_place(link: Link, sftp, part: str, remote: str) -> Procedure[Non
                               err, host=link.host, port=link.port) from err
     try:
         try:
-            yield from link.call(sftp.unlink, remote, what=f"removing {remote!r}")
+            yield from link.call(sftp.unlink, remote, what=f"removing {remote!r}",
+                                 check=ended(sftp))
         except ssh2_exc.SFTPNoSuchFileError:
             pass
-        yield from link.call(sftp.rename, part, remote, what=f"renaming into {remote!r}")
+        yield from link.call(sftp.rename, part, remote, what=f"renaming into {remote!r}",
+                             check=ended(sftp))
     except ssh2_exc.SSH2Error as err:
         raise exc.SFTPIOError("cannot move %s into place on host %s: %s", remote, link.host,
                               err, host=link.host, port=link.port) from err
@@ -290,13 +327,32 @@ def rename_into_place(link: Link, sftp, part: str, remote: str) -> Procedure[Non
 
 def discard(link: Link, sftp, handle, path: str) -> Procedure[None]:
     """Best effort, after a failure: close the handle and remove the partial file."""
-    try:
-        yield from close_handle(link, handle)
-        yield from link.call(sftp.unlink, path, what=f"removing {path!r}")
-    except Exception as err:  # the connection may be what failed
-        log.debug("%s: could not remove partial file %s: %s", link.host, path, err)
+    yield from close_handle(link, handle)
+    yield from remove_partial(link, path, sftp)
+
+
+def remove_partial(link: Link, path: str, sftp=None) -> Procedure[None]:
+    """Remove a failed upload's file (best effort): over ``sftp``, else (or if that fails:
+    the failure may have ended that session) over a new SFTP session, while the
+    connection lives; a warning names what is left when neither can."""
+    failure: object = "the connection is closed"
+    for current in ((sftp, None) if sftp is not None else (None,)):
+        if link.closed:
+            break
+        try:
+            if current is None:
+                current = yield from start(link)
+            yield from link.call(current.unlink, path, what=f"removing {path!r}",
+                                 check=ended(current))
+            return
+        except ssh2_exc.SFTPNoSuchFileError:
+            return
+        except Exception as err:  # the connection may be what failed
+            failure = err
+    log.warning("%s:%s: the partial upload %s is left on the server: %s", link.host,
+                link.port, path, failure)
 
 
 __all__ = ["DIR_MODE", "Progress", "close_handle", "discard", "download", "is_dir",
-           "listdir", "makedirs", "mkdir", "open_file", "pump", "read", "read_names", "rename_into_place",
+           "listdir", "makedirs", "mkdir", "open_file", "pump", "read", "read_names", "remove_partial", "rename_into_place",
            "set_mode", "start", "stat", "upload", "write"]

@@ -166,12 +166,11 @@ class BaseParallelSSHClient:
         return HostConfig.of(self._options)
 
     def _host_options(self, host_i: int) -> ConnectOptions:
-        """The client's options with ``host_config[host_i]`` layered over them."""
+        """The client's options with ``host_config[host_i]`` layered over them (the host's
+        client checks its key file: a missing one is that host's PKeyFileError)."""
         if self.host_config is None:
             return self._options
-        options = self.host_config[host_i].options().over(self._options)
-        options.pkey = _validate_pkey(options.pkey)
-        return options
+        return self.host_config[host_i].options().over(self._options)
 
     # -- clients -------------------------------------------------------------------
 

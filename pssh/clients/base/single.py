@@ -16,6 +16,7 @@ as a timeout during login is.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shlex
@@ -47,6 +48,16 @@ host_logger = logging.getLogger("pssh.host_logger")
 logger = logging.getLogger(__name__)
 
 _named = named  # parallel-ssh era name, kept for callers
+
+
+def on_this_host(method):
+    """A client method whose errors name the client's host and port, whatever raised
+    them (see :func:`pssh.exceptions.with_host`)."""
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        with exc.on_host(self.host, self.port):
+            return method(self, *args, **kwargs)
+    return call
 
 
 def options_of(values: dict, base: Optional[ConnectOptions] = None) -> ConnectOptions:
@@ -256,11 +267,14 @@ class BaseSSHClient(PollMixIn):
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
                  _options: Optional[ConnectOptions] = None, **more_options) -> None:
         _options = options_of({**locals(), **more_options}, _options)
-        _options.pkey = _validate_pkey(_options.pkey)
         self._ssh_config = ssh_config_of(ssh_config)
-        self._apply(_options.resolve(host, self._ssh_config), host)
-        _validate_api(self.keyboard_interactive, self.password)
-        self._init()
+        resolved = _options.resolve(host, self._ssh_config)
+        # From here on every failure concerns this host: a bad key file, the
+        # connection, the login... (PKeyFileError for a key file, as parallel-ssh).
+        with exc.on_host(host, resolved.port):
+            self._apply(resolved, host)
+            _validate_api(self.keyboard_interactive, self.password)
+            self._init()
 
     def _apply(self, resolved: Resolved, host: str) -> None:
         """Set the client's attributes (parallel-ssh's names) from the resolved options."""
@@ -289,13 +303,14 @@ class BaseSSHClient(PollMixIn):
         self.cert_file = resolved.cert_file
         # ``pkey`` holds the key's bytes, as parallel-ssh's clients have it; the
         # file's path is kept so that libssh2 can read it with its .pub (cheaper).
-        self._pkey_file = o.pkey if isinstance(o.pkey, str) else None
+        pkey = _validate_pkey(o.pkey)  # a missing file: PKeyFileError, as parallel-ssh
+        self._pkey_file = pkey if isinstance(pkey, str) else None
         if self._pkey_file is not None:
             inspect_key_file(self._pkey_file)  # a clear error for a directory, garbage...
             with open(self._pkey_file, "rb") as fh:
                 self.pkey: Union[str, bytes, None] = fh.read()
         else:
-            self.pkey = o.pkey
+            self.pkey = pkey
         self._pkey_data = self.pkey
         self.session = None
         self.sock = None
@@ -497,6 +512,7 @@ class BaseSSHClient(PollMixIn):
     def _shell(self, channel) -> None:
         self._run(core_commands.start(self._link, channel, None))
 
+    @on_this_host
     def open_shell(self, encoding: str = "utf-8",
                    read_timeout: Optional[float] = None) -> InteractiveShell:
         """A login shell on a new channel, to feed commands to (see :class:`InteractiveShell`)."""
@@ -517,6 +533,7 @@ class BaseSSHClient(PollMixIn):
         prefix = f"sudo -u {shlex.quote(user)} -S " if user else "sudo -S " if sudo else ""
         return f"{prefix}{shell or '$SHELL -c'} {shlex.quote(command)}"
 
+    @on_this_host
     def run_command(self, command: str, sudo: bool = False, user: Optional[str] = None,
                     use_pty: bool = False, shell: Optional[str] = None,
                     encoding: str = "utf-8", timeout: Optional[float] = None,
@@ -543,6 +560,7 @@ class BaseSSHClient(PollMixIn):
         host_out.buffers.stdout.reader.marker = marker
         return host_out
 
+    @on_this_host
     def cancel(self, host_output: HostOutput, signal: str = "TERM",
                timeout: Optional[float] = 10) -> bool:
         """Stop the command of ``host_output`` if it is still running; True if it was.
@@ -615,6 +633,7 @@ class BaseSSHClient(PollMixIn):
         if callback:
             callback(*(callback_args or ()))
 
+    @on_this_host
     def wait_finished(self, host_output: HostOutput, timeout: Optional[float] = None,
                       consume_output: bool = False) -> None:
         """Wait for the command to end (its output is kept for reading, or with
@@ -733,4 +752,4 @@ class BaseSSHClient(PollMixIn):
 
 
 __all__: List[str] = ["BaseSSHClient", "InteractiveShell", "PollMixIn", "Stdin",
-                      "in_greenlet", "options_of"]
+                      "in_greenlet", "on_this_host", "options_of"]

@@ -19,7 +19,7 @@ import stat
 from typing import Callable, Iterator, Optional
 
 from pssh import exceptions as exc
-from pssh.clients.base.single import in_greenlet
+from pssh.clients.base.single import in_greenlet, on_this_host
 from pssh.core import scp as core_scp, sftp as core_sftp
 from pssh.core.sftp import is_dir as _is_dir
 
@@ -63,6 +63,7 @@ class TransferMixin:
         """Create one remote directory; :class:`~pssh.exceptions.SFTPIOError` if refused."""
         self._run(core_sftp.mkdir(self._link, sftp, directory))
 
+    @on_this_host
     def mkdir(self, sftp, directory: str) -> None:
         """Create ``directory`` and its missing parents on the server (``mkdir -p``)."""
         self._run(core_sftp.makedirs(self._link, self._sftp(sftp), directory))
@@ -96,6 +97,7 @@ class TransferMixin:
 
     # -- SFTP uploads ------------------------------------------------------------------
 
+    @on_this_host
     def copy_file(self, local_file: str, remote_file: str, recurse: bool = False,
                   sftp=None, callback: Progress = None) -> None:
         """Copy a local file (with ``recurse``, a directory tree) to the server.
@@ -124,6 +126,7 @@ class TransferMixin:
         finally:
             os.close(fd)
 
+    @on_this_host
     def sftp_put(self, sftp, local_file: str, remote_file: str,
                  callback: Progress = None) -> None:
         """Upload one file (with the local file's permission bits); the remote file
@@ -135,6 +138,7 @@ class TransferMixin:
 
     # -- SFTP downloads ------------------------------------------------------------------
 
+    @on_this_host
     def copy_remote_file(self, remote_file: str, local_file: str, recurse: bool = False,
                          sftp=None, encoding: str = "utf-8", callback: Progress = None) -> None:
         """Copy a remote file (with ``recurse``, a directory tree) to ``local_file``.
@@ -167,6 +171,7 @@ class TransferMixin:
         finally:
             os.close(fd)
 
+    @on_this_host
     def sftp_get(self, sftp, remote_file: str, local_file: str,
                  callback: Progress = None) -> None:
         """Download one file; ``local_file`` appears only when complete, with the remote
@@ -181,6 +186,7 @@ class TransferMixin:
 
     # -- SCP ------------------------------------------------------------------------------
 
+    @on_this_host
     def scp_send(self, local_file: str, remote_file: str, recurse: bool = False,
                  sftp=None) -> None:
         """Upload with SCP. With ``recurse``, directories are copied file by file and
@@ -204,6 +210,7 @@ class TransferMixin:
     def _scp_send(self, local_file: str, remote_file: str) -> None:
         self._run(core_scp.upload(self._link, local_file, remote_file))
 
+    @on_this_host
     def scp_recv(self, remote_file: str, local_file: str, recurse: bool = False, sftp=None,
                  encoding: str = "utf-8") -> None:
         """Download with SCP. With ``recurse``, directories are listed over SFTP (SCP

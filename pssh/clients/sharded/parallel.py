@@ -322,6 +322,12 @@ class ShardedParallelSSHClient(ParallelSSHClient):
                           read_timeout=read_timeout, buffers=HostOutputBuffers.of(remote),
                           fully_qualified_command=sent, errors=errors)
 
+    def _spawn_pairs(self, per_host, pairs, **kwargs) -> List[gevent.Greenlet]:
+        # The workers start here, before the hosts' greenlets ask for them: starting one
+        # waits (gevent's Popen), and two greenlets would each start the same worker.
+        self.workers
+        return super()._spawn_pairs(per_host, pairs, **kwargs)
+
     _copy_file = _in_worker("_copy_file")
     _copy_remote_file = _in_worker("_copy_remote_file")
     _scp_send = _in_worker("_scp_send")
