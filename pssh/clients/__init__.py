@@ -11,5 +11,8 @@ What it may import: the core, the gevent runner, gevent, ``ssh2`` (its constants
 classes that parallel-ssh's API exposes); never :mod:`pssh.aio` or :mod:`pssh.cli`.
 """
 from pssh.clients.native import ParallelSSHClient, SSHClient
+# Registers the sharded client, which ParallelSSHClient(processes=N) makes: importing any
+# module of this package runs this first, so the parallel client always finds it.
+from pssh.clients import sharded as _sharded  # noqa: F401
 
 __all__ = ["ParallelSSHClient", "SSHClient"]

@@ -40,10 +40,17 @@ class ParallelSSHClient(BaseParallelSSHClient):
     bounds a whole join.
     """
 
+    #: The class that runs the hosts in worker processes (``processes=N``): the sharded
+    #: client registers itself here when :mod:`pssh.clients` is imported, which every
+    #: import of a client module does first. This class never imports its subclass.
+    sharded_class: Optional[type] = None
+
     def __new__(cls, *args, processes: Union[int, str, None] = None, **kwargs):
         if cls is ParallelSSHClient and processes not in (None, 1):
-            from pssh.clients.sharded.parallel import ShardedParallelSSHClient
-            cls = ShardedParallelSSHClient
+            if ParallelSSHClient.sharded_class is None:
+                raise RuntimeError("processes= needs pssh.clients.sharded, which is not "
+                                   "installed with this pssh")
+            cls = ParallelSSHClient.sharded_class
         return super().__new__(cls)
 
     def __init__(self, hosts, user: Optional[str] = None, password: Optional[str] = None,

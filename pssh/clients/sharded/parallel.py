@@ -359,3 +359,7 @@ def _close_workers(workers: List[Optional[WorkerProcess]]) -> None:
     running = [w for w in workers if w is not None]
     workers.clear()
     gevent.joinall([gevent.spawn(w.close) for w in running])
+
+
+# ParallelSSHClient(processes=N) makes this class (the base never imports it).
+ParallelSSHClient.sharded_class = ShardedParallelSSHClient

@@ -1,0 +1,149 @@
+"""The layout keeps the architecture: core, runners, API shells, command line.
+
+Read from the source (every import statement, those inside functions too, but not
+``if TYPE_CHECKING:`` blocks): no import circle anywhere in ``pssh``; the core imports
+no event loop and nothing of the runners, the shells or the command line; the runners
+import the core and their loop only; neither front end imports the other.
+"""
+import ast
+import os
+import sys
+
+import pytest
+
+import pssh
+
+ROOT = os.path.dirname(pssh.__file__)
+
+
+def modules():
+    """``{module name: path}`` of every module of the pssh package."""
+    found = {}
+    for folder, _, files in os.walk(ROOT):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                module = "pssh." + os.path.relpath(path, ROOT)[:-3].replace(os.sep, ".")
+                found[module.removesuffix(".__init__")] = path
+    return found
+
+
+def imports(module: str, path: str, known) -> set:
+    """The modules ``module`` imports (anywhere in its file), by full name; a name imported
+    from a package that is a module of its own counts as that module."""
+    tree = ast.parse(open(path, encoding="utf-8").read())
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING":
+            skipped.update(id(n) for n in ast.walk(node))
+    package = module if path.endswith("__init__.py") else module.rsplit(".", 1)[0]
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base
+                     for alias in node.names]
+        else:
+            continue
+        found.update(names)
+    return found
+
+
+GRAPH = {module: imports(module, path, modules()) for module, path in modules().items()}
+
+
+def pssh_edges(module: str) -> set:
+    """The pssh modules ``module`` imports (a package's name stands for its __init__)."""
+    known = set(GRAPH)
+    edges = set()
+    for name in GRAPH[module]:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name.startswith("pssh") and name != module:
+            edges.add(name)
+    return edges
+
+
+def cycles() -> list:
+    """Strongly connected groups of more than one module (Tarjan's algorithm)."""
+    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
+    index, low, stack, on, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in pssh_edges(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in GRAPH:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circle():
+    assert cycles() == []
+
+
+def in_layer(prefix: str):
+    return [m for m in GRAPH if m == prefix or m.startswith(prefix + ".")]
+
+
+LOOPS = {"gevent", "asyncio", "uvloop"}
+
+
+@pytest.mark.parametrize("module", in_layer("pssh.core"))
+def test_the_core_waits_for_nothing_and_knows_no_front_end(module):
+    top = {name.split(".")[0] for name in GRAPH[module]}
+    assert not top & LOOPS, module
+    assert not {m for m in pssh_edges(module)
+                if m.startswith(("pssh.runners", "pssh.clients", "pssh.aio", "pssh.cli",
+                                 "pssh.poll"))}, module
+
+
+@pytest.mark.parametrize("module", in_layer("pssh.runners"))
+def test_runners_drive_the_core_only(module):
+    assert all(m.startswith(("pssh.core", "pssh.runners", "pssh.deadlines"))
+               for m in pssh_edges(module)), pssh_edges(module)
+
+
+@pytest.mark.parametrize("module", in_layer("pssh.clients"))
+def test_the_gevent_shell_does_not_use_the_asyncio_one(module):
+    assert not [m for m in pssh_edges(module) if m.startswith("pssh.aio")]
+    assert "asyncio" not in {name.split(".")[0] for name in GRAPH[module]} or \
+        module.startswith("pssh.clients.cluster")  # Dask's client is asyncio-based
+
+
+@pytest.mark.parametrize("module", in_layer("pssh.aio"))
+def test_the_asyncio_shell_does_not_use_the_gevent_one(module):
+    assert not [m for m in pssh_edges(module) if m.startswith("pssh.clients")]
+    assert "gevent" not in {name.split(".")[0] for name in GRAPH[module]}
+
+
+def test_every_layer_says_what_it_owns_and_may_import():
+    for package in ("pssh.core", "pssh.runners", "pssh.clients", "pssh.aio", "pssh.cli"):
+        doc = ast.get_docstring(ast.parse(open(modules()[package]).read())) or ""
+        assert "import" in doc.lower(), package
