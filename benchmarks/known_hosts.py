@@ -19,7 +19,7 @@ import tempfile
 import time
 
 from benchmarks.known_hosts_files import filler, line, random_key
-from pssh import known_hosts
+from pssh.core import known_hosts
 
 
 class _PresentedKey:

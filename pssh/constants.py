@@ -1,16 +1,21 @@
-"""Defaults shared by the clients (parallel-ssh's ``pssh.constants``)."""
+"""Defaults shared by the clients (parallel-ssh's ``pssh.constants``).
 
-DEFAULT_RETRIES = 3
+The values are the settings' declared defaults (:mod:`pssh.core.settings`), named as
+parallel-ssh names them.
+"""
+from pssh.core.settings import DEFAULTS as _DEFAULTS
+
+DEFAULT_RETRIES = _DEFAULTS.num_retries
 """Connection and authentication attempts before a client gives up."""
 
-RETRY_DELAY = 5
+RETRY_DELAY = _DEFAULTS.retry_delay
 """Seconds between those attempts."""
 
-DEFAULT_KEEPALIVE = 60
+DEFAULT_KEEPALIVE = _DEFAULTS.keepalive_seconds
 """Seconds between keepalive messages (0 turns them off)."""
 
-DEFAULT_KEEPALIVE_COUNT_MAX = 3
+DEFAULT_KEEPALIVE_COUNT_MAX = _DEFAULTS.keepalive_count_max
 """Unanswered keepalive rounds before the server counts as lost (OpenSSH's ServerAliveCountMax)."""
 
-DEFAULT_CONNECT_TIMEOUT = 120
+DEFAULT_CONNECT_TIMEOUT = _DEFAULTS.connect_timeout
 """Seconds a connection may take (TCP connect, SSH handshake, login) when no ``timeout`` is given."""

@@ -95,7 +95,7 @@ def _target(server, servers):
 
 @pytest.mark.parametrize("runner", RUNNERS)
 def test_a_cancellable_command_is_stopped_on_the_server(runner, servers, server):
-    from pssh.cancel import new_marker, with_marker
+    from pssh.core.cancel import new_marker, with_marker
     from processes import processes_with
 
     marker = new_marker()

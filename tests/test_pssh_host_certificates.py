@@ -6,7 +6,7 @@ import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import SSHClient
-from pssh.host_certificates import HostCertificate
+from pssh.core.host_certificates import HostCertificate
 from pssh.known_hosts import fingerprint
 from pssh.sshd import OpenSSHServer
 from ssh2.session import HOST_CERTIFICATES

@@ -144,7 +144,7 @@ def test_algorithm_lists_from_the_config_and_arguments(server, tmp_path):
 
 
 def test_algorithm_list_syntax():
-    from pssh.login import algorithm_list
+    from pssh.core.login import algorithm_list
     supported = ["a-gcm", "b-gcm", "c-ctr", "d-cbc"]
     default = ["b-gcm", "a-gcm", "c-ctr"]
     assert algorithm_list("c-ctr,x,a-gcm", supported, default) == ["c-ctr", "a-gcm"]

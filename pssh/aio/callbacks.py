@@ -220,7 +220,7 @@ async def _kbdint_login(conn, methods) -> bool:
                             "(libssh2 asks from inside its own call): not a coroutine")
         return list(answers) if answers is not None else []
 
-    from pssh.login import Attempt
+    from pssh.core.login import Attempt
     attempt = Attempt(conn.session.userauth_keyboardinteractive_callback,
                       (conn.username, respond), "keyboard-interactive (client callback)")
     try:

@@ -25,7 +25,7 @@ from pssh.aio.exceptions import (ChannelOpenError, ConnectionLost, ConnectTimeou
                                  disconnect_error, lost_error)
 from pssh.aio.options import ARGUMENTS, NOT_GIVEN, SSHClientConnectionOptions
 from pssh.aio.process import ChannelStreams, SSHClientProcess, SSHCompletedProcess
-from pssh.cancel import new_marker, with_marker
+from pssh.core.cancel import new_marker, with_marker
 from pssh.core import commands as core_commands
 from pssh.core.auth import DEFAULT_IDENTITIES, Credentials, KeyErrors, LoginMethods, login
 from pssh.core.connect import Destination
@@ -34,7 +34,7 @@ from pssh.core.handshake import Attempt, check_host_key, start_session
 from pssh.core.keepalive import start_keepalive
 from pssh.core.link import Link
 from pssh.core.streams import CommandStreams
-from pssh.deadlines import UNSET, deadline_after, remaining
+from pssh.core.deadlines import UNSET, deadline_after, remaining
 from pssh.runners.asyncio import RUNNER
 from ssh2 import exceptions as ssh2_exc
 from ssh2.session import Session
@@ -351,7 +351,7 @@ class SSHClientConnection:
         ``cancellable`` (ours): the command and its children carry a marker in
         their environment, so that :meth:`SSHClientProcess.terminate` (and a
         cancelled :meth:`run`) stops them for sure even without a pty, where sshd
-        leaves a command running when its channel closes (see :mod:`pssh.cancel`).
+        leaves a command running when its channel closes (see :mod:`pssh.core.cancel`).
         """
         marker = new_marker() if cancellable and command is not None else None
         sent = with_marker(command, marker) if marker else command
@@ -419,7 +419,7 @@ class SSHClientConnection:
         except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
             log.debug("%s: signal request failed: %s", self.host, err)
         if core.marker is not None:
-            from pssh.cancel import kill_script
+            from pssh.core.cancel import kill_script
             await self._run(core_commands.run_to_end(
                 self._link, kill_script(core.marker, signal).encode(), STOP_TIMEOUT))
         log.info("%s: sent %s to a command", self.host, signal)

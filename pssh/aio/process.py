@@ -19,7 +19,7 @@ from pssh import exceptions as exc
 from pssh.aio.exceptions import TimeoutError, _returncode, connection_errors
 from pssh.core.link import Link
 from pssh.core.streams import CommandStreams
-from pssh.deadlines import UNSET, deadline_after, remaining
+from pssh.core.deadlines import UNSET, deadline_after, remaining
 from pssh.runners.asyncio import RUNNER
 
 
@@ -338,7 +338,7 @@ class SSHClientProcess:
 
         sshd may refuse the request (it does for root logins); a command started
         with ``cancellable=True`` is signalled for sure, with its children, through
-        its marker (:mod:`pssh.cancel`). Returns the task doing it (awaiting it is
+        its marker (:mod:`pssh.core.cancel`). Returns the task doing it (awaiting it is
         optional: the connection waits for it before it closes).
         """
         if not isinstance(signal, str):

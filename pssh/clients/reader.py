@@ -19,7 +19,7 @@ from gevent.event import Event
 
 from pssh import exceptions as exc
 from pssh.core.streams import CommandStreams
-from pssh.deadlines import UNSET, remaining
+from pssh.core.deadlines import UNSET, remaining
 
 log = logging.getLogger("pssh.reader")
 

@@ -7,8 +7,10 @@ forwarding, jump chains — each a generator that yields what it waits for
 (:mod:`pssh.core.waits`) instead of waiting; and the data they work from
 (settings, ssh_config, known_hosts, keys, errors, deadlines).
 
-What it may import: ``ssh2`` and the standard library, and nothing else of
-``pssh`` but its own modules and :mod:`pssh.exceptions`. A runner
-(:mod:`pssh.runners`) drives its procedures on an event loop; the public APIs
-(:mod:`pssh.clients`, :mod:`pssh.aio`) are shells over it.
+What it may import: its own modules, ``ssh2`` and the standard library (and
+``cryptography`` to check host certificates' signatures); no event loop. A
+runner (:mod:`pssh.runners`) drives its procedures on an event loop; the public
+APIs (:mod:`pssh.clients`, :mod:`pssh.aio`, :mod:`pssh.poll`) are shells over it.
+Public homes of some of its modules: :mod:`pssh.options` (settings),
+:mod:`pssh.exceptions` (errors), :mod:`pssh.ssh_config`, :mod:`pssh.known_hosts`.
 """

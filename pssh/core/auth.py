@@ -25,12 +25,12 @@ import logging
 import os
 from typing import List, NamedTuple, Optional, Sequence, Type, Union
 
-from pssh import exceptions as exc
+from pssh.core import errors as exc
 from pssh.core.handshake import Attempt
 from pssh.core.link import Link
 from pssh.core.waits import Procedure, Sleep
-from pssh.keys import inspect_key, inspect_key_file
-from pssh.login import (Attempt as LoginCall, accepted, agent_attempts, disconnect_agent,
+from pssh.core.keys import inspect_key, inspect_key_file
+from pssh.core.login import (Attempt as LoginCall, accepted, agent_attempts, disconnect_agent,
                         key_data_attempt, key_errors, key_file_attempts, password_attempt)
 from ssh2 import exceptions as ssh2_exc
 

@@ -1,7 +1,7 @@
 """Commands: opening channels, starting commands and shells, stopping them.
 
 A command started *cancellable* carries a marker in its environment (see
-:mod:`pssh.cancel`) by which :func:`stop` finds and signals it and its children:
+:mod:`pssh.core.cancel`) by which :func:`stop` finds and signals it and its children:
 without a pty sshd leaves a command running when its channel closes, and it
 refuses "signal" requests for some logins (root's here).
 """
@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 from typing import Mapping, Optional, Tuple
 
-from pssh import exceptions as exc
-from pssh.cancel import kill_script
+from pssh.core import errors as exc
+from pssh.core.cancel import kill_script
 from pssh.core.link import Link
 from pssh.core.streams import CommandStreams
 from pssh.core.waits import Procedure
-from pssh.deadlines import UNSET, deadline_after, remaining
+from pssh.core.deadlines import UNSET, deadline_after, remaining
 from ssh2 import exceptions as ssh2_exc
 
 log = logging.getLogger("pssh.core.commands")

@@ -11,9 +11,9 @@ import logging
 import socket
 from typing import List, Optional
 
-from pssh import exceptions as exc
+from pssh.core import errors as exc
 from pssh.core.waits import Connect, Procedure, Resolve, Sleep
-from pssh.deadlines import deadline_after, remaining
+from pssh.core.deadlines import deadline_after, remaining
 
 log = logging.getLogger("pssh.core.connect")
 

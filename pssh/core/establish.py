@@ -18,7 +18,7 @@ from pssh.core.handshake import Attempt, check_host_key, start_session
 from pssh.core.keepalive import start_keepalive
 from pssh.core.link import Link
 from pssh.core.waits import Procedure, Sleep
-from pssh import exceptions as exc
+from pssh.core import errors as exc
 
 log = logging.getLogger("pssh.core.establish")
 

@@ -23,11 +23,11 @@ import logging
 import socket
 from typing import Callable, List, Optional, Tuple
 
-from pssh import exceptions as exc
+from pssh.core import errors as exc
 from pssh.core.link import Link
 from pssh.core.streams import CommandStreams
 from pssh.core.waits import Procedure, Resolve, SocketIO, Spawn, Task
-from pssh.deadlines import UNSET
+from pssh.core.deadlines import UNSET
 from ssh2 import exceptions as ssh2_exc
 
 log = logging.getLogger("pssh.core.forwarding")

@@ -8,13 +8,13 @@ from __future__ import annotations
 import logging
 from typing import Callable, Optional
 
-from pssh import exceptions as exc
+from pssh.core import errors as exc
 from pssh.core.connect import Destination, open_socket
 from pssh.core.link import Link
 from pssh.core.waits import Procedure, Sleep
-from pssh.deadlines import deadline_after, remaining
-from pssh.known_hosts import verify_host_key
-from pssh.login import prepare_session
+from pssh.core.deadlines import deadline_after, remaining
+from pssh.core.known_hosts import verify_host_key
+from pssh.core.login import prepare_session
 
 log = logging.getLogger("pssh.core.handshake")
 

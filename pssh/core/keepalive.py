@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import weakref
 
-from pssh import exceptions as exc
+from pssh.core import errors as exc
 from pssh.core.link import Link
 from pssh.core.waits import Procedure, Sleep, Spawn, Task
 from ssh2 import exceptions as ssh2_exc

@@ -20,8 +20,8 @@ import logging
 from time import monotonic
 from typing import Any, Callable, List, Optional
 
-from pssh import exceptions as exc
-from pssh.deadlines import UNSET, deadline_after, remaining
+from pssh.core import errors as exc
+from pssh.core.deadlines import UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure, SessionIO, Turnstile
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
@@ -125,7 +125,7 @@ class Link:
         ``check()``, made before each wait, may raise to end it: a request of a channel
         whose far end is gone (an SFTP server that died) would otherwise be answered
         "try again" for as long as the timeout allows
-        (:func:`pssh.channel_io.end_check`)."""
+        (:func:`pssh.core.channel_io.end_check`)."""
         result = fn(*args)
         if result.__class__ is not int or result != LIBSSH2_ERROR_EAGAIN:
             self.wake()

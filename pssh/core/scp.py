@@ -12,12 +12,12 @@ import logging
 import os
 import stat as _stat
 
-from pssh import exceptions as exc
+from pssh.core import errors as exc
 from pssh.core import sftp as core_sftp
 from pssh.core.link import Link
 from pssh.core.waits import Procedure
-from pssh.channel_io import end_check
-from pssh.partial_files import keep_download, local_file_errors, local_part_file
+from pssh.core.channel_io import end_check
+from pssh.core.partial_files import keep_download, local_file_errors, local_part_file
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 

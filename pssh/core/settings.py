@@ -30,8 +30,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple, Union
 
-from pssh import constants
-from pssh.ssh_config import HostOptions, SSHConfig, load, local_user, parse_jump
+from pssh.core.ssh_config import HostOptions, SSHConfig, load, local_user, parse_jump
 
 Key = Union[str, bytes, None]
 Hop = Tuple[Optional[str], str, Optional[int]]  # (user, host, port) of a jump host
@@ -45,7 +44,7 @@ class Declaration:
 
     help: str
     default: Any = None
-    #: The :class:`~pssh.ssh_config.HostOptions` attribute (OpenSSH keyword) supplying it,
+    #: The :class:`~pssh.core.ssh_config.HostOptions` attribute (OpenSSH keyword) supplying it,
     #: and how its value becomes this setting's.
     ssh_config: Optional[Tuple[str, str]] = None
     convert: Optional[Callable[[Any], Any]] = None
@@ -67,7 +66,7 @@ def setting(help: str, *, default: Any = None, ssh_config: Optional[str] = None,
             types: Tuple[type, ...] = (str,), per_host: bool = False) -> Any:
     """Declare a field of :class:`ConnectOptions` (``None`` at every layer until set).
 
-    ``ssh_config``: the :class:`~pssh.ssh_config.HostOptions` attribute that supplies
+    ``ssh_config``: the :class:`~pssh.core.ssh_config.HostOptions` attribute that supplies
     it, ``keyword`` that attribute's OpenSSH spelling (for the docs), ``convert`` how its
     value becomes this setting's.
     """
@@ -103,17 +102,17 @@ class ConnectOptions:
     alias: Optional[str] = setting("a name for the host in output", asyncssh=None,
                                    per_host=True)
     num_retries: Optional[int] = setting(
-        "attempts to connect, handshake and log in", default=constants.DEFAULT_RETRIES,
+        "attempts to connect, handshake and log in", default=3,
         types=_INT)
     retry_delay: Optional[float] = setting(
-        "seconds between attempts", default=constants.RETRY_DELAY, types=_NUMBER)
+        "seconds between attempts", default=5, types=_NUMBER)
     timeout: Optional[float] = setting(
         "parallel-ssh's limit, in seconds, of connecting and of each request as wholes "
         "(0: none); the default of connect_timeout and request_timeout", types=_NUMBER,
         asyncssh=None)
     connect_timeout: Optional[float] = setting(
         "seconds to resolve, connect, handshake and log in (each attempt)",
-        default=constants.DEFAULT_CONNECT_TIMEOUT, ssh_config="connect_timeout",
+        default=120, ssh_config="connect_timeout",
         keyword="ConnectTimeout", cli=("--connect-timeout",), parallel_ssh=False,
         types=_NUMBER)
     request_timeout: Optional[float] = setting(
@@ -131,12 +130,12 @@ class ConnectOptions:
         "answer keyboard-interactive prompts with the password", default=False,
         asyncssh="kbdint_auth", types=_BOOL)
     keepalive_seconds: Optional[int] = setting(
-        "seconds between keepalives (0: none)", default=constants.DEFAULT_KEEPALIVE,
+        "seconds between keepalives (0: none)", default=60,
         ssh_config="server_alive_interval", keyword="ServerAliveInterval",
         asyncssh="keepalive_interval", types=_INT)
     keepalive_count_max: Optional[int] = setting(
         "unanswered keepalive intervals before the server counts as lost (0: never)",
-        default=constants.DEFAULT_KEEPALIVE_COUNT_MAX, ssh_config="server_alive_count_max",
+        default=3, ssh_config="server_alive_count_max",
         keyword="ServerAliveCountMax", parallel_ssh=False, types=_INT)
     known_hosts: Optional[str] = setting(
         "known_hosts file (default ~/.ssh/known_hosts)", ssh_config="known_hosts",
@@ -209,7 +208,7 @@ class ConnectOptions:
             port=port,
             user=given.user or local_user(),
             timeout=request_timeout or None,
-            connect_timeout=connect_timeout or constants.DEFAULT_CONNECT_TIMEOUT,
+            connect_timeout=connect_timeout or DEFAULTS.connect_timeout,
             identity_files=cfg.identity_files,
             cert_file=os.path.expanduser(given.cert_file) if isinstance(given.cert_file, str)
             else given.cert_file.decode() if given.cert_file else

@@ -20,11 +20,11 @@ import os
 import stat as _stat
 from typing import Callable, List, Optional
 
-from pssh import exceptions as exc
+from pssh.core import errors as exc
 from pssh.core.link import Link
 from pssh.core.waits import Procedure
-from pssh.channel_io import end_check, sftp_end_check
-from pssh.partial_files import (local_file_errors, local_part_file, new_file_mode,
+from pssh.core.channel_io import end_check, sftp_end_check
+from pssh.core.partial_files import (local_file_errors, local_part_file, new_file_mode,
                                 remote_part_name)
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN

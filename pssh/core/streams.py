@@ -17,10 +17,10 @@ import logging
 from collections import deque
 from typing import Optional, Tuple
 
-from pssh import exceptions as exc
-from pssh.channel_io import data_pending, read_available
+from pssh.core import errors as exc
+from pssh.core.channel_io import data_pending, read_available
 from pssh.core.link import Link
-from pssh.deadlines import UNSET, deadline_after, remaining
+from pssh.core.deadlines import UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure
 from ssh2 import exceptions as ssh2_exc
 
@@ -68,7 +68,7 @@ class CommandStreams:
         self.exit_signal: Optional[ExitSignal] = None
         #: The channel is closed (or given up): nothing more will be read.
         self.closed = False
-        #: The environment marker of a cancellable command (see pssh.cancel).
+        #: The environment marker of a cancellable command (see pssh.core.cancel).
         self.marker: Optional[str] = None
         #: Close the channel as soon as both streams end. A relay, which may still send
         #: after the far end's EOF, turns this off and closes it itself (nothing may
@@ -86,7 +86,7 @@ class CommandStreams:
     def read_some(self, stream: int, enough: bool = False) -> bool:
         """Move what libssh2 holds for ``stream`` into its buffer without waiting; True if
         anything came (with ``enough``, stop at the first chunk: see
-        :func:`pssh.channel_io.read_available`)."""
+        :func:`pssh.core.channel_io.read_available`)."""
         buffer = self.buffers[stream]
         if buffer.ended:
             return False

@@ -13,7 +13,7 @@ import asyncio
 import socket as _socket
 from typing import Any, Optional
 
-from pssh.deadlines import remaining
+from pssh.core.deadlines import remaining
 from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
                              Task, WaitFor)
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND

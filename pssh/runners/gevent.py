@@ -15,7 +15,7 @@ from gevent import socket as gsocket
 from gevent.event import Event as GEvent
 from gevent.hub import get_hub
 
-from pssh.deadlines import remaining
+from pssh.core.deadlines import remaining
 from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
                              Task, WaitFor)
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND

@@ -27,7 +27,7 @@ from typing import Iterable, Iterator, List, Optional, Union
 from gevent import socket
 
 from pssh import exceptions as exc
-from pssh.cancel import new_marker, with_marker
+from pssh.core.cancel import new_marker, with_marker
 from pssh.clients.common import _validate_api, _validate_pkey
 from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer, split_lines
 from pssh.core import commands as core_commands
@@ -37,8 +37,8 @@ from pssh.core.connect import Destination, open_socket
 from pssh.core.handshake import Attempt, named
 from pssh.core.link import Link
 from pssh.core.waits import pause
-from pssh.deadlines import deadline_after
-from pssh.keys import inspect_key_file
+from pssh.core.deadlines import deadline_after
+from pssh.core.keys import inspect_key_file
 from pssh.options import FIELD_NAMES, ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
 from pssh.runners.gevent import GeventRunner
@@ -547,7 +547,7 @@ class BaseSSHClient(PollMixIn):
         ``timeout``. ``read_timeout`` bounds each iteration of stdout/stderr
         as a whole (``timeout`` here is its older name). ``cancellable``
         (ours): :meth:`cancel` can stop it even without a pty (see
-        :mod:`pssh.cancel`; it prefixes the command with an ``export``).
+        :mod:`pssh.core.cancel`; it prefixes the command with an ``export``).
         """
         marker = new_marker() if cancellable else None
         if marker is not None:

@@ -75,7 +75,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
     ``keepalive_count_max``, ``proxy_jump`` (``[user@]host[:port],...``),
     ``ciphers`` / ``macs`` / ``kex_algorithms`` (OpenSSH's list syntax, as
     Ciphers / MACs / KexAlgorithms: ``+`` adds to, ``-`` removes from, ``^``
-    puts first in the default; :func:`pssh.login.algorithm_list`),
+    puts first in the default; :func:`pssh.core.login.algorithm_list`),
     ``connect_timeout`` and ``request_timeout`` (the limits under ``timeout``).
 
     ``timeout`` bounds connecting and each request (opening a channel,

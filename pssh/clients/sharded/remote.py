@@ -19,7 +19,7 @@ from gevent.event import Event
 from pssh import exceptions as exc
 from pssh.clients.base.single import BaseSSHClient
 from pssh.clients.reader import CommandOutput
-from pssh.deadlines import deadline_after, remaining
+from pssh.core.deadlines import deadline_after, remaining
 from pssh.output import HostOutput
 
 if TYPE_CHECKING:

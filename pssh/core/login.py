@@ -20,10 +20,10 @@ import os
 from contextlib import contextmanager
 from typing import Callable, Iterator, List, NamedTuple, Optional
 
-from pssh import exceptions as exc
-from pssh.keys import KeyInfo
-from pssh.known_hosts import prefer_certificates
-from pssh.options import Resolved
+from pssh.core import errors as exc
+from pssh.core.keys import KeyInfo
+from pssh.core.known_hosts import prefer_certificates
+from pssh.core.settings import Resolved
 from ssh2 import exceptions as ssh2_exc
 from ssh2.session import (LIBSSH2_FLAG_COMPRESS, LIBSSH2_FLAG_EARLY_USERAUTH,
                           LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, LIBSSH2_METHOD_CRYPT_CS,

@@ -18,7 +18,7 @@ import struct
 from dataclasses import dataclass
 from typing import Dict, Tuple, Type
 
-from pssh.exceptions import PKeyFileError
+from pssh.core.errors import PKeyFileError
 
 _OPENSSH = re.compile(rb"-----BEGIN OPENSSH PRIVATE KEY-----\s*(.*?)\s*-----END OPENSSH PRIVATE KEY-----",
                       re.S)

@@ -1,0 +1,315 @@
+"""Host key verification against OpenSSH known_hosts files.
+
+Policies, as OpenSSH's StrictHostKeyChecking defines them:
+
+* ``"strict"``: the host must be in known_hosts with this key.
+* ``"accept-new"`` (default): an unknown host's key is added to the file; a
+  key that differs from the known one is refused.
+* ``"off"``: no check. Logged as a warning for every connection.
+
+The file is read here rather than by libssh2, whose reader stops at the
+first line it cannot parse (an ``@cert-authority`` line, a key type it does
+not know) and would silently drop every entry after it. Understood: host
+patterns with ``*``/``?`` and ``!`` negation, ``[host]:port``, hashed names
+(``|1|salt|hash``), ``@revoked`` keys and ``@cert-authority`` CA keys, whose
+host certificates are checked by :mod:`pssh.core.host_certificates`. Lines that
+cannot be parsed are skipped, one warning each.
+
+A refused key raises :class:`~pssh.exceptions.HostKeyMismatchError` naming
+the host and the presented key's fingerprint, before any authentication.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+import os
+import re
+from functools import lru_cache
+from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+
+from pssh.core.errors import HostKeyError, HostKeyMismatchError, UnknownHostKeyError
+from pssh.core.host_certificates import CERT_SUFFIX, HostCertificate, is_certificate, key_type_of
+from ssh2.session import HOST_CERTIFICATES, LIBSSH2_METHOD_HOSTKEY
+
+log = logging.getLogger("pssh.core.known_hosts")
+
+POLICIES = ("strict", "accept-new", "off")
+DEFAULT_KNOWN_HOSTS = os.path.join("~", ".ssh", "known_hosts")
+MARKERS = ("cert-authority", "revoked")
+# Asked for first when a CA is trusted for the host (our libssh2 patch makes them work).
+CERT_ALGORITHMS = ("ssh-ed25519-cert-v01@openssh.com",
+                   "ecdsa-sha2-nistp256-cert-v01@openssh.com",
+                   "ecdsa-sha2-nistp384-cert-v01@openssh.com",
+                   "ecdsa-sha2-nistp521-cert-v01@openssh.com",
+                   "rsa-sha2-512-cert-v01@openssh.com",
+                   "rsa-sha2-256-cert-v01@openssh.com")
+
+
+def fingerprint(key: bytes) -> str:
+    """OpenSSH-style SHA256 fingerprint of a raw host key."""
+    import hashlib  # here: loading OpenSSL's hashes costs ~7 ms at start-up
+    return "SHA256:" + base64.b64encode(hashlib.sha256(key).digest()).decode().rstrip("=")
+
+
+def known_hosts_name(host: str, port: int) -> str:
+    return host if port == 22 else f"[{host}]:{port}"
+
+
+@lru_cache(maxsize=4096)
+def _pattern(pattern: str) -> "re.Pattern[str]":
+    regex = "".join(".*" if ch == "*" else "." if ch == "?" else re.escape(ch) for ch in pattern)
+    return re.compile(regex, re.IGNORECASE | re.DOTALL)
+
+
+class Entry(NamedTuple):
+    """One known_hosts line (a tuple: a file has as many as a fleet has hosts)."""
+
+    marker: Optional[str]   # None, "cert-authority" or "revoked"
+    hosts: str              # patterns, or a hashed name
+    key: bytes
+    line: int
+
+    @property
+    def hashed(self) -> Optional[Tuple[bytes, bytes]]:
+        """``(salt, digest)`` of a hashed name (``|1|salt|digest``), else None."""
+        if not self.hosts.startswith("|1|"):
+            return None
+        try:
+            _, _, salt, digest = self.hosts.split("|")
+            return base64.b64decode(salt), base64.b64decode(digest)
+        except (ValueError, binascii.Error):
+            return None
+
+    def matches(self, name: str) -> bool:
+        """Whether ``name`` (``host`` or ``[host]:port``) is one of this line's hosts."""
+        if self.hosts.startswith("|1|"):
+            hashed = self.hashed
+            return hashed is not None and _hashed_is(hashed, name)
+        matched = False
+        for pattern in self.hosts.split(","):
+            negated = pattern.startswith("!")
+            if _pattern(pattern[1:] if negated else pattern).fullmatch(name):
+                if negated:
+                    return False
+                matched = True
+        return matched
+
+
+def _hashed_is(hashed: Tuple[bytes, bytes], name: str) -> bool:
+    salt, digest = hashed
+    import hmac  # here: only hashed entries need it, and it costs ~7 ms at start-up
+    return hmac.compare_digest(hmac.digest(salt, name.encode(), "sha1"), digest)
+
+
+class KnownHosts:
+    """The entries of one known_hosts file, indexed once per version of the file.
+
+    Plain names go in a dict; patterns are compiled once; hashed names are
+    indexed by their key, so that confirming a known host costs one HMAC
+    whatever the file's size. Only a host whose key is not there (new, or
+    changed) needs every hashed name tried, one HMAC per line: the salts are
+    per line, as OpenSSH writes them.
+    """
+
+    def __init__(self, entries: Sequence[Entry]) -> None:
+        self.entries = tuple(entries)
+        self._by_name: Dict[str, List[Entry]] = {}
+        self._patterned: List[Entry] = []
+        self._hashed: List[Tuple[Tuple[bytes, bytes], Entry]] = []
+        self._hashed_by_key: Dict[bytes, List[Tuple[Tuple[bytes, bytes], Entry]]] = {}
+        self.revoked: Dict[bytes, Entry] = {}
+        self.authorities: List[Entry] = []
+        for entry in self.entries:
+            if entry.marker == "revoked":
+                self.revoked.setdefault(entry.key, entry)
+            elif entry.marker == "cert-authority":
+                self.authorities.append(entry)
+            elif entry.hosts.startswith("|1|"):
+                hashed = entry.hashed
+                if hashed is not None:
+                    self._hashed.append((hashed, entry))
+                    self._hashed_by_key.setdefault(entry.key, []).append((hashed, entry))
+            elif any(ch in entry.hosts for ch in "*?!"):
+                self._patterned.append(entry)
+            else:
+                for name in entry.hosts.split(","):
+                    self._by_name.setdefault(name.lower(), []).append(entry)
+
+    def knows(self, name: str, key: bytes) -> bool:
+        """Whether a plain entry for ``name`` holds ``key`` (the common case, fast)."""
+        if any(e.key == key for e in self._by_name.get(name.lower(), ())):
+            return True
+        if any(_hashed_is(hashed, name) for hashed, _ in self._hashed_by_key.get(key, ())):
+            return True
+        return any(e.key == key and e.matches(name) for e in self._patterned)
+
+    def entries_for(self, name: str) -> List[Entry]:
+        """Every plain entry (not @revoked, not @cert-authority) that covers ``name``."""
+        found = list(self._by_name.get(name.lower(), ()))
+        found += [e for e in self._patterned if e.matches(name)]
+        found += [e for hashed, e in self._hashed if _hashed_is(hashed, name)]
+        return found
+
+    def authorities_for(self, name: str) -> List[Entry]:
+        """The @cert-authority entries that cover ``name``."""
+        return [e for e in self.authorities if e.matches(name)]
+
+
+def _parse(text: str, path: str) -> Tuple[Entry, ...]:
+    entries = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        fields = raw.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        marker = None
+        if fields[0].startswith("@"):
+            marker, fields = fields[0][1:], fields[1:]
+        try:
+            if marker is not None and marker not in MARKERS:
+                raise ValueError(f"unknown marker @{marker}")
+            if len(fields) < 3:
+                raise ValueError("expected hosts, key type and key")
+            key = binascii.a2b_base64(fields[2], strict_mode=True)
+            # The blob starts with its type name (an SSH string): it must match.
+            if key[4:4 + int.from_bytes(key[:4], "big")] != fields[1].encode():
+                raise ValueError(f"the key is not of type {fields[1]}")
+        except (ValueError, binascii.Error) as err:
+            log.warning("%s line %d skipped: %s", path, number, err)
+            continue
+        entries.append(Entry(marker, fields[0], key, number))
+    return tuple(entries)
+
+
+_cache: Dict[str, Tuple[tuple, KnownHosts]] = {}
+_EMPTY = KnownHosts(())
+
+
+def load(path: str) -> KnownHosts:
+    """The indexed entries of ``path`` (none if it does not exist); read and indexed
+    again only when the file changes."""
+    try:
+        stat = os.stat(path)
+    except FileNotFoundError:
+        return _EMPTY
+    stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    cached = _cache.get(path)
+    if cached is not None and cached[0] == stamp:
+        return cached[1]
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        index = KnownHosts(_parse(fh.read(), path))
+    _cache[path] = (stamp, index)
+    return index
+
+
+def _path(known_hosts: Optional[str]) -> str:
+    return os.path.expanduser(known_hosts or DEFAULT_KNOWN_HOSTS)
+
+
+def host_key_algorithms(host: str, port: int, known_hosts: Optional[str],
+                        supported: Sequence[str]) -> Optional[str]:
+    """The host key algorithm preference for ``host``, or None for libssh2's default.
+
+    Certificates first when an ``@cert-authority`` line covers the host, as
+    OpenSSH does; otherwise libssh2's order of plain algorithms.
+    """
+    if not load(_path(known_hosts)).authorities_for(known_hosts_name(host, port)):
+        return None
+    plain = [a for a in supported if not a.endswith(CERT_SUFFIX)]
+    return ",".join([a for a in CERT_ALGORITHMS if a in supported] + plain)
+
+
+def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
+                    known_hosts: Optional[str] = None) -> None:
+    """Check the session's host key (or host certificate) for ``host:port`` under ``policy``."""
+    if policy not in POLICIES:
+        raise ValueError(f"host key policy must be one of {POLICIES}, not {policy!r}")
+    if policy == "off":
+        log.warning("%s:%d: host key NOT verified (host_key_policy='off')", host, port)
+        return
+    path = _path(known_hosts)
+    name = known_hosts_name(host, port)
+    index = load(path)
+    presented = session.hostkey()
+    key = presented[0] if isinstance(presented, tuple) and presented else None
+    if not isinstance(key, bytes) or not key:
+        raise HostKeyError.at(host, port, "the server presented no host key to verify")
+    if is_certificate(key):
+        if _certificate_trusted(key, host, port, name, index, path):
+            return
+        key = HostCertificate.parse(key).public_key
+    _refuse_revoked(key, index, host, port, path, "host key")
+    if index.knows(name, key):
+        return
+    known = index.entries_for(name)
+    key_type = key_type_of(key)
+    if any(key_type_of(e.key) == key_type for e in known):
+        raise HostKeyMismatchError.at(
+            host, port,
+            f"host key does NOT match {path}: the server presented {fingerprint(key)}; "
+            f"the key changed or someone is intercepting the connection. Remove the old "
+            f"entry (ssh-keygen -R '{name}') if the change is expected")
+    if policy == "strict":
+        raise UnknownHostKeyError.at(
+            host, port, f"host is not in {path} (policy 'strict'); its key is {fingerprint(key)}")
+    line = f"{name} {key_type} {base64.b64encode(key).decode()}\n"
+    directory = os.path.dirname(path)
+    if directory:  # a bare file name is in the current directory
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+    # One write() call in one greenlet: concurrent hosts never interleave lines.
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(line)
+    log.info("%s:%d: added host key %s to %s", host, port, fingerprint(key), path)
+
+
+def _refuse_revoked(key: bytes, index: KnownHosts, host: str, port: int, path: str,
+                    what: str) -> None:
+    entry = index.revoked.get(key)
+    if entry is not None:
+        raise HostKeyMismatchError.at(
+                host, port, f"the {what} {fingerprint(key)} is marked @revoked in {path} "
+                f"(line {entry.line})")
+
+
+def _certificate_trusted(blob: bytes, host: str, port: int, name: str,
+                         index: KnownHosts, path: str) -> bool:
+    """True if a CA trusted for the host vouches for this certificate; raises if it
+    is trusted but the certificate is not valid; False if no trusted CA signed it."""
+    try:
+        cert = HostCertificate.parse(blob)
+    except ValueError as err:
+        raise HostKeyMismatchError.at(
+            host, port, f"the server's host certificate cannot be read: {err}") from None
+    if not any(e.key == cert.signature_key for e in index.authorities_for(name)):
+        log.debug("%s:%d: host certificate by CA %s, not trusted for %s; checking its key",
+                  host, port, fingerprint(cert.signature_key), name)
+        return False
+    _refuse_revoked(cert.signature_key, index, host, port, path, "certificate authority")
+    _refuse_revoked(cert.public_key, index, host, port, path, "host key")
+    problem = cert.problem(host)
+    if problem is not None:
+        raise HostKeyMismatchError.at(
+            host, port, f"host certificate {cert.key_id!r} (serial {cert.serial}, CA "
+            f"{fingerprint(cert.signature_key)}) refused: {problem}")
+    log.debug("%s:%d: host certificate %r valid, CA %s", host, port, cert.key_id,
+              fingerprint(cert.signature_key))
+    return True
+
+
+def prefer_certificates(session, host: str, port: int, known_hosts: Optional[str]) -> None:
+    """Before the handshake: ask for a host certificate if a CA is trusted for the host."""
+    prefs = host_key_algorithms(host, port, known_hosts,
+                                session.supported_algs(LIBSSH2_METHOD_HOSTKEY))
+    if prefs is None:
+        return
+    if not HOST_CERTIFICATES:
+        log.info("%s:%d: known_hosts trusts a CA for this host, but this build's libssh2 "
+                 "cannot use host certificates (see LIBSSH2_BUNDLE); checking the plain key",
+                 host, port)
+        return
+    session.method_pref(LIBSSH2_METHOD_HOSTKEY, prefs)
+
+
+__all__ = ["DEFAULT_KNOWN_HOSTS", "POLICIES", "KnownHosts", "fingerprint",
+           "host_key_algorithms", "known_hosts_name", "load", "prefer_certificates",
+           "verify_host_key"]
