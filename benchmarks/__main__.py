@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-plots", action="store_true", help="skip the PNG charts")
     run.add_argument("--venv-dir", type=Path, default=None,
                      help="where peer virtualenvs live (default $BENCH_VENV_DIR or .)")
+    run.add_argument("--other-build", action="append", metavar="LABEL=PYTHON",
+                     help="also run ours under this interpreter (another build of this "
+                          "project) as LIBRARY@LABEL: before/after figures from one run")
     run.add_argument("--setup-peers", action="store_true",
                      help="create missing peer virtualenvs (pip installs from PyPI)")
     db = run.add_argument_group("InfluxDB / Graphite (every timing, as measured)")
@@ -176,6 +179,13 @@ def run(args, parser) -> int:
             if args.libs:   # asked for by name: not having it is an error
                 parser.error(str(err))
             skipped.append(str(err))
+    try:
+        builds = peers.other_builds(args.other_build)
+    except ValueError as err:
+        parser.error(str(err))
+    for library in [lib for lib in interpreters if lib in peers.OURS]:
+        for label, python in builds.items():
+            interpreters[f"{library}@{label}"] = python
     for reason in skipped:
         print(f"[bench] skipped {reason}", file=sys.stderr)
     if not interpreters:

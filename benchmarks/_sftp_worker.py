@@ -121,6 +121,26 @@ def ours_aio(cipher, host, port, user, key, path):
     return asyncio.run(main())
 
 
+def ours_client(cipher, host, port, user, key, path):
+    """The gevent client's copy_remote_file (a whole-file download to /dev/null's side: a
+    temporary file beside a target in /tmp, removed after)."""
+    import os
+    import tempfile
+
+    from pssh.clients import SSHClient
+    options = {} if cipher == "default" else {"ciphers": cipher}
+    client = SSHClient(host, port=port, user=user, pkey=key, allow_agent=False,
+                       identity_auth=False, host_key_policy="off", num_retries=1, **options)
+    with tempfile.TemporaryDirectory() as tmp:
+        target = os.path.join(tmp, "copy")
+        started = time.perf_counter()
+        client.copy_remote_file(path, target)
+        seconds = time.perf_counter() - started
+        total = os.path.getsize(target)
+    client.close()
+    return seconds, total
+
+
 class CipherNotOffered(Exception):
     """The library has no way to pin the cipher asked for."""
 
@@ -190,7 +210,8 @@ def openssh_sftp(cipher, host, port, user, key, path):
     return seconds, os.path.getsize(path)
 
 
-LIBRARIES = {"ours": ours, "ours-iter": ours_iter, "ours-aio": ours_aio, "ssh2-python": ssh2_python,
+LIBRARIES = {"ours": ours, "ours-iter": ours_iter, "ours-aio": ours_aio,
+             "ours-client": ours_client, "ssh2-python": ssh2_python,
              "paramiko": paramiko_,
              "asyncssh": asyncssh_, "hussh": hussh_sync, "hussh-aio": hussh_aio,
              "openssh": openssh, "openssh-sftp": openssh_sftp}

@@ -23,7 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.peers import environment
+from benchmarks.peers import environment, other_builds, split_build, with_other_builds
 from pssh.sshd import ServerGroup
 
 ROOT = Path(os.environ.get("BENCH_VENV_DIR") or Path(__file__).resolve().parent.parent)
@@ -39,11 +39,18 @@ RATIOS = [("ours", "asyncssh"), ("ours", "hussh"), ("ours-aio", "asyncssh"),
           ("ours-aio", "ours"), ("ours-aio", "hussh-aio")]
 
 
+#: Our libraries, which --other-build runs again under another build.
+OURS = ("ours", "ours-aio")
+BUILDS: dict = {}
+
+
 def run_once(library, hosts, group, command, pool=None):
-    venv = VENVS.get(library)
-    python = str(ROOT / venv / "bin" / "python") if venv else sys.executable
-    env = environment(library, python)  # parallel-ssh's pssh must not meet ours
-    out = subprocess.run([python, str(WORKER), library, ",".join(hosts), str(group.port),
+    name, build = split_build(library)
+    venv = VENVS.get(name)
+    python = BUILDS[build] if build else \
+        str(ROOT / venv / "bin" / "python") if venv else sys.executable
+    env = environment(name, python)  # parallel-ssh's pssh must not meet ours
+    out = subprocess.run([python, str(WORKER), name, ",".join(hosts), str(group.port),
                           group.servers[0].user, group.keys.private(), command,
                           *([str(pool)] if pool else [])],
                          capture_output=True, text=True, env=env, cwd="/", timeout=600)
@@ -93,7 +100,12 @@ def main(argv=None) -> int:
                                  "paramiko", "fabric", "parallel-ssh"])
     parser.add_argument("--rtt", type=float, metavar="MS",
                         help="emulate this round-trip time (network namespace; needs root)")
+    parser.add_argument("--other-build", action="append", metavar="LABEL=PYTHON",
+                        help="also run ours under this interpreter (another build of this "
+                             "project) as ours@LABEL, with ratios: before/after figures")
     args = parser.parse_args(argv)
+    BUILDS.update(other_builds(args.other_build))
+    args.libs = with_other_builds(args.libs, BUILDS, OURS)
     if args.rtt:
         return _in_delayed_namespace(args.rtt, argv if argv is not None else sys.argv[1:])
     results: dict = {}
@@ -127,6 +139,7 @@ def main(argv=None) -> int:
         return f"{statistics.median(pairs):.2f}x" if pairs else "n/a"
 
     pairs = [(ours, peer) for ours, peer in RATIOS if ours in args.libs and peer in args.libs]
+    pairs += [(split_build(lib)[0], lib) for lib in args.libs if split_build(lib)[1]]
     print(f"\nFan-out of {args.command!r}, wall time, median of {args.repeat}\n")
     print("| H | " + " | ".join(args.libs) + "".join(f" | {o} / {p}" for o, p in pairs) + " |")
     print("|---:|" + "---:|" * (len(args.libs) + len(pairs)))

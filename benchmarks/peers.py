@@ -30,6 +30,35 @@ VENVS = {
 }
 
 
+def other_builds(specs) -> Dict[str, str]:
+    """``--other-build LABEL=PYTHON`` arguments as ``{label: python}``: our libraries run
+    again under another build of this project (an earlier commit's virtualenv), named
+    ``LIBRARY@LABEL``, for before/after figures from one run."""
+    builds = {}
+    for spec in specs or ():
+        label, sep, python = spec.partition("=")
+        if not sep or not label or not python:
+            raise ValueError(f"--other-build takes LABEL=PYTHON, not {spec!r}")
+        builds[label] = python
+    return builds
+
+
+def with_other_builds(libraries, builds: Dict[str, str], ours) -> list:
+    """``libraries`` and, after each of ours, the same library under each other build."""
+    result = []
+    for library in libraries:
+        result.append(library)
+        if library in ours:
+            result.extend(f"{library}@{label}" for label in builds)
+    return result
+
+
+def split_build(library: str):
+    """``"ours@before"`` -> ``("ours", "before")``; ``"ours"`` -> ``("ours", None)``."""
+    name, _, label = library.partition("@")
+    return name, label or None
+
+
 class PeerUnavailable(RuntimeError):
     """A library cannot be run here (not installed, no virtualenv)."""
 

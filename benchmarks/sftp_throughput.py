@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.peers import environment
+from benchmarks.peers import environment, other_builds, split_build, with_other_builds
 from pssh.sshd import OpenSSHServer
 
 # Where peers.sh made the peer virtualenvs: $BENCH_VENV_DIR, else the source tree.
@@ -32,7 +32,15 @@ CIPHERS = {"aes-gcm": "aes128-gcm@openssh.com", "chacha20": "chacha20-poly1305@o
            "default": "default"}
 
 
+#: Our libraries, which --other-build runs again under another build.
+OURS = ("ours", "ours-iter", "ours-aio", "ours-client")
+BUILDS: dict = {}
+
+
 def interpreter(library: str) -> str:
+    library, build = split_build(library)
+    if build:
+        return BUILDS[build]
     venv = {"ssh2-python": ".venv-ssh2python", "paramiko": ".venv-bench",
             "asyncssh": ".venv-bench", "hussh": ".venv-bench",
             "hussh-aio": ".venv-bench"}.get(library)
@@ -45,8 +53,9 @@ def interpreter(library: str) -> str:
 
 
 def run_once(library, cipher, server, path, threads=1):
-    env = environment(library, interpreter(library))
-    out = subprocess.run([interpreter(library), str(WORKER), library, cipher, server.address,
+    env = environment(split_build(library)[0], interpreter(library))
+    out = subprocess.run([interpreter(library), str(WORKER), split_build(library)[0], cipher,
+                          server.address,
                           str(server.port), server.user, server.keys.private("ed25519"),
                           str(path), str(threads)],
                          capture_output=True, text=True, env=env, cwd="/")
@@ -82,7 +91,12 @@ def main(argv=None) -> int:
                         help="also measure ours with N threads each downloading (aggregate)")
     parser.add_argument("--gil", action="store_true",
                         help="also measure how fast a pure-Python thread runs during a download")
+    parser.add_argument("--other-build", action="append", metavar="LABEL=PYTHON",
+                        help="also run ours under this interpreter (another build of this "
+                             "project) as LIB@LABEL, with ratios: before/after figures")
     args = parser.parse_args(argv)
+    BUILDS.update(other_builds(args.other_build))
+    args.libs = with_other_builds(args.libs, BUILDS, OURS)
 
     with tempfile.TemporaryDirectory() as tmp, OpenSSHServer() as server:
         path = Path(tmp) / "payload"
@@ -138,9 +152,11 @@ def main(argv=None) -> int:
     print("\nOurs against each peer: median of the per-round throughput ratios\n")
     print("| ours / peer | " + " | ".join(args.ciphers) + " |")
     print("|---|" + "---:|" * len(args.ciphers))
-    for mine in [lib for lib in ("ours", "ours-iter", "ours-aio") if lib in args.libs]:
-        # The asyncio front end is also compared with the bindings' own bulk path.
+    for mine in [lib for lib in OURS if lib in args.libs]:
+        # The asyncio front end is also compared with the bindings' own bulk path, and
+        # each of ours with itself under another build.
         own = ["ours"] if mine == "ours-aio" and "ours" in args.libs else []
+        own += [lib for lib in args.libs if split_build(lib)[0] == mine and lib != mine]
         for peer in own + [lib for lib in args.libs if not lib.startswith("ours")]:
             cells = [per_round_ratio(results, (mine, c), (peer, c)) for c in args.ciphers]
             if any(cells):
