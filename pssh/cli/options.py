@@ -98,7 +98,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     conn.add_argument("-l", "--user", help="login name (default: ssh config, then you)")
     conn.add_argument("--port", type=int, help="port (default: ssh config, then 22)")
     conn.add_argument("-p", "-f", "--parallel", "--fanout", type=int, default=100, metavar="N",
-                      dest="parallel", help="hosts worked on at once (default 100)")
+                      dest="parallel", help="hosts worked on at once, in host order, in all "
+                      "(also with --processes or --scheduler; default 100)")
     conn.add_argument("--fail-fast", action="store_true",
                       help="start no more hosts after the first failure (-k is the key file)")
     conn.add_argument("--processes", metavar="N|auto", type=_processes,
@@ -106,7 +107,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                            "for runs bound by one core's CPU (default: one process)")
     conn.add_argument("--scheduler", metavar="ADDRESS|local:N",
                       help="run on a Dask cluster (tcp://host:8786), or on N local Dask "
-                           "worker processes started for the run (local:N); run only")
+                           "worker processes started for the run (local:N); run only; "
+                           "each host's output arrives when it ends")
     conn.add_argument("--idempotent", action="store_true",
                       help="with --scheduler: a host whose Dask worker is lost may run the "
                            "command again elsewhere (otherwise it fails)")
@@ -235,9 +237,8 @@ def _check(args: argparse.Namespace) -> None:
     if args.scheduler is not None:
         if args.subcommand != "run":
             raise UsageError("--scheduler works with run only")
-        for flag, value in (("--processes", args.processes), ("-t", args.timeout)):
-            if value is not None:
-                raise UsageError(f"{flag} cannot be used with --scheduler")
+        if args.processes is not None:
+            raise UsageError("--processes cannot be used with --scheduler")
     elif args.idempotent:
         raise UsageError("--idempotent goes with --scheduler")
     for name in ("timeout", "connect_timeout"):

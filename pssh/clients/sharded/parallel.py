@@ -148,6 +148,11 @@ class WorkerProcess:
             report = self._progress.get(key)
             if report is not None:
                 report(*rest)
+        elif kind == "log":  # the worker's log record, logged here as if logged here
+            record = logging.makeLogRecord(rest[0])
+            logger = logging.getLogger(record.name)
+            if logger.isEnabledFor(record.levelno):
+                logger.handle(record)
         else:
             waiting = self._waiting.get(key)
             if waiting is not None:

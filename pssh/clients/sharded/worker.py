@@ -13,7 +13,8 @@ slowly stops the worker reading the channel, which stops the remote command
 through SSH flow control, as in a single process. Ctrl-C is the parent's to
 handle (SIGINT is ignored here); when the parent goes away, the worker stops
 every command it runs (``cancel``: the commands are started ``cancellable``)
-and exits.
+and exits. Log records go to the parent, where they go through its logging as
+if logged there.
 """
 from __future__ import annotations
 
@@ -166,6 +167,32 @@ class Pump:
                 self._feeder.kill(block=False)
 
 
+class _ToParent(logging.Handler):
+    """Sends each log record to the parent (``("log", None, fields)``), where it goes
+    through the logger of the same name."""
+
+    def __init__(self, pipe: FramedPipe, fallback: List[logging.Handler]) -> None:
+        super().__init__()
+        self.pipe = pipe
+        self.fallback = fallback
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self.pipe.closed:
+                raise OSError("the pipe to the parent is closed")
+            fields = {"name": record.name, "levelno": record.levelno,
+                      "levelname": record.levelname, "msg": record.getMessage(),
+                      "created": record.created, "process": record.process,
+                      "pathname": record.pathname, "lineno": record.lineno,
+                      "funcName": record.funcName}
+            if record.exc_info:
+                fields["exc_text"] = logging.Formatter().formatException(record.exc_info)
+            self.pipe.send(("log", None, fields))
+        except Exception:
+            for handler in self.fallback:
+                handler.handle(record)
+
+
 class Worker:
     """Serves the parent's messages until it closes the pipe."""
 
@@ -186,8 +213,13 @@ class Worker:
 
     def on_init(self, hosts: List[Tuple[int, str]], options: List[ConnectOptions],
                 ssh_config, pool_size: int, log_level: int) -> None:
+        # Log records go to the parent's logging, as if logged there; to stderr once the
+        # parent cannot take them.
         logging.basicConfig(level=log_level, stream=sys.stderr,
                             format=f"%(levelname)s pssh worker {os.getpid()}: %(message)s")
+        root = logging.getLogger()
+        fallback = root.handlers[:]
+        root.handlers[:] = [_ToParent(self.pipe, fallback)]
         self.local = {index: (i, host) for i, (index, host) in enumerate(hosts)}
         self.client = ShardClient([host for _, host in hosts], options, ssh_config, pool_size)
         self.slots = BoundedSemaphore(pool_size)
