@@ -52,9 +52,18 @@ DESCRIPTIONS = {
 }
 EXIT_TEXT = """
 exit status: 0 every host succeeded; 1 some host failed (error or non-zero exit);
-2 usage error; 130 interrupted. --exit-status any: 0 if any host succeeded;
---exit-status max: the highest remote exit status (255 for a host that failed to run).
-Ctrl-C once: who is still running; twice: stop their commands and end; three times: exit.
+2 usage error; 130 stopped by SIGINT (Ctrl-C); 143 stopped by SIGTERM.
+--exit-status any: 0 if any host succeeded; --exit-status max: the highest remote
+exit status (255 for a host that failed to run).
+
+stopping: at a terminal (pssh reads the terminal and is its foreground job, so a
+person can press Ctrl-C again), Ctrl-C once says who is still running; twice stops
+their commands and transfers (none leaves a file under its final name) and exits;
+three times exits at once. A
+script run at the terminal gets the same Ctrl-C, so it is staged there too.
+Anywhere else (a script's background job, cron, CI, a supervisor, input not from
+the terminal), one SIGINT stops the run as the second Ctrl-C does. SIGTERM always
+stops the run at once. Every mode alike (--processes, --scheduler included).
 """
 
 

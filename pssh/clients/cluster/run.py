@@ -366,7 +366,8 @@ def connect_cluster(scheduler) -> Tuple[object, object]:
     if isinstance(scheduler, str) and scheduler.startswith("local:"):
         workers = int(scheduler.split(":", 1)[1] or 1)
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=":0")  # no clash with another cluster's
+                               dashboard_address=":0",  # no clash with another cluster's
+                               preload=["pssh.clients.cluster.local_worker"])
         return Client(cluster), cluster
     return Client(scheduler), None
 

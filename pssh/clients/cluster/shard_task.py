@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import pickle
 import socket
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -47,6 +48,16 @@ STOP_TIMEOUT = 10.0
 HEARTBEAT, CALLER_LOST = 5.0, 30.0
 #: Seconds between looks at an idle control queue: from the first to the last.
 POLL_FIRST, POLL_LAST = 0.01, 0.25
+
+
+#: Set in a worker process told to stop (see :mod:`pssh.clients.cluster.local_worker`):
+#: every shard there stops.
+_STOP_EVERY_SHARD = threading.Event()
+
+
+def stop_every_shard() -> None:
+    """Stop every shard running in this process (from a signal handler: only a flag)."""
+    _STOP_EVERY_SHARD.set()
 
 
 @dataclass
@@ -177,7 +188,13 @@ class _ShardServer:
             now = time.monotonic()
             if messages:
                 pause, heard = POLL_FIRST, now
-            elif now - heard > CALLER_LOST and not self.stopping:
+            elif self.stopping:
+                pass
+            elif _STOP_EVERY_SHARD.is_set():
+                log.warning("shard %s: this worker process was told to stop: stopping",
+                            self.shard.number)
+                self._on_stop()
+            elif now - heard > CALLER_LOST:
                 log.warning("shard %s: no word from the caller for %.0f s: stopping",
                             self.shard.number, now - heard)
                 self._on_stop()
