@@ -19,6 +19,7 @@ same as the others'.
 """
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -34,6 +35,8 @@ from pssh.cli import options
 from pssh.cli.display import Display, HostResult
 from pssh.cli.hosts import fold
 from pssh.cli.signals import RunSignals, Stopped
+
+log = logging.getLogger("pssh.cli")
 
 
 class HostEvents(Protocol):
@@ -263,6 +266,8 @@ class Pipeline:
         try:
             if self.executor is not None:
                 self.executor.stop()
+        except Exception as err:  # what could not be stopped is ended here all the same
+            log.error("stopping the run: %s", err)
         finally:
             for index in sorted(self._running):
                 running = self._running.pop(index)
