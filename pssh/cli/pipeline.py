@@ -122,10 +122,7 @@ class Pipeline:
             self.executor = make_executor(self)
             try:
                 with self.display:
-                    if self._signals.stopping is None:
-                        self._start_more()
-                    else:  # stopped while the executor was being made
-                        gevent.spawn(self._stop, self._signals.stopping, False)
+                    self._start_more()  # (nothing starts if a signal came meanwhile)
                     self._over.wait()
             except Stopped:
                 exiting_now = True
