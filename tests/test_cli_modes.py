@@ -116,8 +116,13 @@ def test_every_mode_stops_a_host_that_runs_out_of_time(group, tmp_path):
     assert processes_with(marker) == []  # its command was stopped, in every mode
 
 
-def test_the_option_checks_are_the_same_for_the_scheduler():
-    """-t works with --scheduler now; --processes and it remain two different modes."""
+def test_every_run_option_is_taken_with_the_scheduler():
+    """-t (refused with --scheduler before) is taken, as every other run option;
+    --processes and --scheduler remain two different modes."""
+    from pssh.cli.options import parse
+    args = parse(["run", "-H", "h", "--scheduler", "local:1", "-t", "5", "-f", "1",
+                  "--fail-fast", "--exit-status", "max", "--output-dir", "d", "--", "true"])
+    assert (args.timeout, args.parallel, args.fail_fast) == (5, 1, True)
     result = subprocess.run([sys.executable, "-m", "pssh", "run", "-H", "h", "--processes",
                              "2", "--scheduler", "local:1", "--", "true"], capture_output=True,
                             text=True, timeout=60, env=ENV)
