@@ -23,3 +23,18 @@ def processes_with(word: str):
         except OSError:
             pass
     return found
+
+
+def in_session(sid: int):
+    """Live processes of session ``sid`` (a process started with ``start_new_session``
+    and everything it started that stayed in its session)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z" and int(fields[3]) == sid:
+            found.append(int(pid))
+    return found

@@ -184,3 +184,35 @@ def test_worker_count_and_plain_client_for_one_process(group, tmp_path):
             worker_count(bad, 10)
     assert type(sharded(group, tmp_path, processes=1)) is ParallelSSHClient
     assert type(sharded(group, tmp_path, processes=None)) is ParallelSSHClient
+
+
+def _our_workers():
+    """Live worker processes started by this process."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                command = fh.read()
+        except OSError:
+            continue
+        if ppid == os.getpid() and b"pssh.clients.sharded.worker" in command and alive(int(pid)):
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.parametrize("attempt", range(3))  # (whether starting a worker yields varies)
+def test_hosts_asking_for_their_workers_at_once_start_each_worker_once(group, tmp_path,
+                                                                       attempt):
+    """Each host's first call starts the workers; many at once must not start a worker
+    twice (one would be lost: never closed, left running)."""
+    client = sharded(group, tmp_path, processes=2)
+    gevent.joinall([gevent.spawn(client.connect_host, i) for i in range(len(group.hosts))],
+                   raise_error=True)
+    assert len(_our_workers()) == 2
+    client.close()
+    deadline = time.monotonic() + 10
+    while _our_workers() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _our_workers() == []

@@ -4,7 +4,8 @@
 banner trickles). ``mode="kex"``: the banner line at once, then one byte per
 ``interval`` (key exchange trickles). ``mode="later"``: everything at once
 until :meth:`TrickleProxy.slow_down`, one byte per ``interval`` after. What
-the client sends goes through at once.
+the client sends goes through at once, but with ``mode="rate"``: both ways at
+``chunk`` bytes per ``interval`` (a transfer that takes its time).
 
 The proxy runs in a process of its own, so that it keeps trickling however the
 client under test uses its own process (the gevent hub, the GIL).
@@ -23,10 +24,11 @@ from pssh.sshd import _die_with_parent  # the proxy never outlives the tests
 
 class TrickleProxy:
     def __init__(self, target: tuple, address: str, mode: str = "banner",
-                 interval: float = 0.3) -> None:
+                 interval: float = 0.3, chunk: int = 8192) -> None:
         self.address = address
         self.process = subprocess.Popen(
-            [sys.executable, __file__, target[0], str(target[1]), address, mode, str(interval)],
+            [sys.executable, __file__, target[0], str(target[1]), address, mode, str(interval),
+             str(chunk)],
             stdout=subprocess.PIPE, text=True, preexec_fn=_die_with_parent)
         self.port = int(self.process.stdout.readline())
 
@@ -44,6 +46,15 @@ class TrickleProxy:
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _limited(src, dst, interval: float, chunk: int) -> None:
+    try:
+        while data := src.recv(chunk):
+            dst.sendall(data)
+            time.sleep(interval)
+    except OSError:
+        pass
 
 
 def _pipe(src, dst) -> None:
@@ -82,7 +93,7 @@ def _trickle(src, dst, mode: str, interval: float, slow: threading.Event) -> Non
 
 
 def _serve(target_host: str, target_port: int, address: str, mode: str,
-           interval: float) -> None:
+           interval: float, chunk: int) -> None:
     slow = threading.Event()
     signal.signal(signal.SIGUSR1, lambda *_: slow.set())
     listener = socket.create_server((address, 0))
@@ -90,10 +101,16 @@ def _serve(target_host: str, target_port: int, address: str, mode: str,
     while True:
         client, _ = listener.accept()
         server = socket.create_connection((target_host, target_port))
+        if mode == "rate":
+            for src, dst in ((client, server), (server, client)):
+                threading.Thread(target=_limited, args=(src, dst, interval, chunk),
+                                 daemon=True).start()
+            continue
         threading.Thread(target=_pipe, args=(client, server), daemon=True).start()
         threading.Thread(target=_trickle, args=(server, client, mode, interval, slow),
                          daemon=True).start()
 
 
 if __name__ == "__main__":
-    _serve(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5]))
+    _serve(sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], float(sys.argv[5]),
+           int(sys.argv[6]))

@@ -1,78 +1,145 @@
-"""``pssh run --scheduler``: the run spread over a Dask cluster, shown as a local run is.
+"""``pssh run --scheduler``: hosts run on a Dask cluster, through the same pipeline.
 
-Each host's output arrives whole when the host completes (the workers do not
-stream lines), so it is shown then: ``[host]``-prefixed lines, a block with
-``-i``, a JSON object with ``--json``, files with ``-o``/``-e``. The summary and
-exit status are the local run's. Ctrl-C stops the run: the tasks stop the
-commands still running on their hosts.
+The run is paced (:func:`pssh.clients.cluster.run_on_cluster` with ``paced=True``):
+a host starts on the cluster when the pipeline starts it, so ``-p``,
+``--fail-fast`` and ``-t`` mean what they mean in one process. Each host's
+output arrives whole when the host ends (the workers do not stream lines); its
+lines go through the pipeline then, so the final output is a local run's.
+
+Dask's calls wait, in threads of their own (gevent's thread pool): the event
+loop goes on meanwhile (progress bar, signals, timers).
 """
 from __future__ import annotations
 
-import os
-import sys
-from typing import List, Optional
+import logging
+from typing import List, Optional, Set
 
-from pssh.cli import options
-from pssh.cli.display import Display, HostResult
+import gevent
+from gevent.queue import Queue
+
+from pssh import exceptions as exc
+from pssh.cli.executors import reason
 from pssh.cli.hosts import HostSpec, UsageError
+from pssh.cli.pipeline import HostEvents, ended_without_status
 from pssh.config import HostConfig
 from pssh.options import ConnectOptions
 
+log = logging.getLogger("pssh.cli")
 
-def execute_on_cluster(args, hosts: List[HostSpec], connect: ConnectOptions, config,
-                       display: Display) -> int:
-    try:
-        from pssh.clients.cluster import run_on_cluster
-    except ImportError:
-        raise UsageError("--scheduler needs Dask: pip install 'pssh[dask]' "
-                         "(dask and distributed)") from None
-    results: List[Optional[HostResult]] = [None] * len(hosts)
-    with display:
+
+class ClusterExecutor:
+    """The :class:`~pssh.cli.pipeline.Executor` of a Dask cluster (``run`` only)."""
+
+    def __init__(self, args, hosts: List[HostSpec], connect: ConnectOptions, config,
+                 events: HostEvents) -> None:
         try:
-            run = run_on_cluster(args.scheduler, [h.host for h in hosts], args.command,
-                                 host_config=[HostConfig(user=h.user, port=h.port)
-                                              for h in hosts],
-                                 ssh_config=config, sudo=args.sudo, idempotent=args.idempotent,
-                                 pool_size=args.parallel, **connect.given())
+            from pssh.clients.cluster import run_on_cluster
+        except ImportError:
+            raise UsageError("--scheduler needs Dask: pip install 'pssh[dask]' "
+                             "(dask and distributed)") from None
+        self.events = events
+        self.threads = gevent.get_hub().threadpool
+        try:
+            self.run = run_on_cluster(
+                args.scheduler, [h.host for h in hosts], args.command,
+                host_config=[HostConfig(user=h.user, port=h.port) for h in hosts],
+                ssh_config=config, sudo=args.sudo, idempotent=args.idempotent,
+                pool_size=args.parallel, paced=True, **connect.given())
         except OSError as err:  # no scheduler at that address
             raise UsageError(f"cannot reach the Dask scheduler {args.scheduler}: {err}") \
                 from None
-        with run:
+        self._orders: Queue = Queue()
+        self._unreported: Set[int] = set()  # hosts started that have not ended
+        self._broken: Optional[str] = None  # why no more results can come
+        self._closing = False
+        self._sender = gevent.spawn(self._send_orders)
+        self._receiver = gevent.spawn(self._receive)
+
+    # -- orders, sent in order by one greenlet (consecutive starts together) -----------
+
+    def start(self, index: int) -> None:
+        if self._broken is not None:
+            self.events.finished(index, error=self._broken)
+            return
+        self._unreported.add(index)
+        self._orders.put(("start", index))
+
+    def cancel(self, index: int, error: exc.PSSHError) -> None:
+        self._orders.put(("cancel", index, error))
+
+    def done_starting(self) -> None:
+        self._orders.put(("done",))
+
+    def _send_orders(self) -> None:
+        while True:
+            orders = [self._orders.get()]
+            while not self._orders.empty():
+                orders.append(self._orders.get_nowait())
             try:
-                for outcome in run:
-                    results[outcome.index] = _show(args, display, outcome)
-            except KeyboardInterrupt:
-                sys.stderr.write("pssh: interrupted: stopping the commands still running\n")
-                run.stop()
-                raise
-    display.summary([r for r in results if r is not None])
-    return options.EXIT_OK if all(r is not None and r.ok for r in results) \
-        else options.EXIT_HOSTS_FAILED
+                self._send(orders)
+            except Exception as err:  # the scheduler is gone
+                self._lost(f"the Dask run failed: {err}")
+                return
 
+    def _send(self, orders: list) -> None:
+        starts: List[int] = []
+        for order in orders + [("end",)]:
+            if order[0] == "start":
+                starts.append(order[1])
+                continue
+            if starts:
+                self.threads.apply(self.run.start, (starts,))
+                starts = []
+            if order[0] == "cancel":
+                self.threads.apply(self.run.cancel, order[1:])
+            elif order[0] == "done":
+                self.threads.apply(self.run.done_starting)
 
-def _show(args, display: Display, outcome) -> HostResult:
-    from pssh import exceptions as exc
-    result = HostResult(outcome.host, exit_code=outcome.exit_code, duration=outcome.duration,
-                        stdout=outcome.stdout.split("\n") if outcome.stdout else [],
-                        stderr=outcome.stderr.split("\n") if outcome.stderr else [])
-    if outcome.exception is not None:
-        err = outcome.exception
-        result.error = err.reason if isinstance(err, exc.PSSHError) else str(err)
-    elif outcome.exit_code is None:
-        result.error = (f"killed by signal {outcome.exit_signal}" if outcome.exit_signal
-                        else "no exit status")
-    display.host_started()
-    display.host_finished(result)
-    for directory, lines in ((args.outdir, result.stdout), (args.errdir, result.stderr)):
-        if directory:
-            with open(os.path.join(directory, result.host), "w", encoding="utf-8") as fh:
-                fh.writelines(line + "\n" for line in lines)
-    if args.json:
-        display.json(result)
-    elif args.inline:
-        display.block(result, display.done)
-    elif not (args.outdir or args.errdir):
-        for stderr, lines in ((False, result.stdout), (True, result.stderr)):
-            for line in lines:
-                display.line(result.host, line, stderr)
-    return result
+    # -- results -----------------------------------------------------------------------
+
+    def _receive(self) -> None:
+        results = iter(self.run)
+        while True:
+            try:
+                result = self.threads.apply(next, (results, None))
+            except Exception as err:  # the scheduler is gone, or the run was closed
+                if not self._closing:
+                    self._lost(f"the Dask run failed: {err}")
+                return
+            if result is None:
+                return
+            index = result.index
+            self._unreported.discard(index)
+            if result.started:
+                self.events.command_started(index)
+            for stderr, text in ((False, result.stdout), (True, result.stderr)):
+                for line in text.split("\n") if text else ():
+                    self.events.line(index, line, stderr)
+            if result.exception is not None:
+                self.events.finished(index, error=reason(result.exception))
+            elif result.exit_code is None:
+                self.events.finished(index, error=ended_without_status(result.exit_signal))
+            else:
+                self.events.finished(index, result.exit_code)
+
+    def _lost(self, why: str) -> None:
+        """No result can come any more: the hosts started end with ``why``."""
+        log.error("%s", why)
+        self._broken = why
+        for index in sorted(self._unreported):
+            self._unreported.discard(index)
+            self.events.finished(index, error=why)
+
+    # -- the end -----------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._sender.kill()
+        self.threads.apply(self.run.stop)  # the tasks stop their commands, then end
+
+    def close(self, now: bool = False) -> None:
+        self._closing = True
+        self._sender.kill()
+        self.threads.apply(self.run.close, (not now,))  # now: no waiting for the tasks
+        self._receiver.join(5)
+        self._receiver.kill()
+

@@ -52,9 +52,18 @@ DESCRIPTIONS = {
 }
 EXIT_TEXT = """
 exit status: 0 every host succeeded; 1 some host failed (error or non-zero exit);
-2 usage error; 130 interrupted. --exit-status any: 0 if any host succeeded;
---exit-status max: the highest remote exit status (255 for a host that failed to run).
-Ctrl-C once: who is still running; twice: stop their commands and end; three times: exit.
+2 usage error; 130 stopped by SIGINT (Ctrl-C); 143 stopped by SIGTERM.
+--exit-status any: 0 if any host succeeded; --exit-status max: the highest remote
+exit status (255 for a host that failed to run).
+
+stopping: at a terminal (pssh reads the terminal and is its foreground job, so a
+person can press Ctrl-C again), Ctrl-C once says who is still running; twice stops
+their commands and transfers (none leaves a file under its final name) and exits;
+three times exits at once. A
+script run at the terminal gets the same Ctrl-C, so it is staged there too.
+Anywhere else (a script's background job, cron, CI, a supervisor, input not from
+the terminal), one SIGINT stops the run as the second Ctrl-C does. SIGTERM always
+stops the run at once. Every mode alike (--processes, --scheduler included).
 """
 
 
@@ -98,7 +107,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
     conn.add_argument("-l", "--user", help="login name (default: ssh config, then you)")
     conn.add_argument("--port", type=int, help="port (default: ssh config, then 22)")
     conn.add_argument("-p", "-f", "--parallel", "--fanout", type=int, default=100, metavar="N",
-                      dest="parallel", help="hosts worked on at once (default 100)")
+                      dest="parallel", help="hosts worked on at once, in host order, in all "
+                      "(also with --processes or --scheduler; default 100)")
     conn.add_argument("--fail-fast", action="store_true",
                       help="start no more hosts after the first failure (-k is the key file)")
     conn.add_argument("--processes", metavar="N|auto", type=_processes,
@@ -106,7 +116,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                            "for runs bound by one core's CPU (default: one process)")
     conn.add_argument("--scheduler", metavar="ADDRESS|local:N",
                       help="run on a Dask cluster (tcp://host:8786), or on N local Dask "
-                           "worker processes started for the run (local:N); run only")
+                           "worker processes started for the run (local:N); run only; "
+                           "each host's output arrives when it ends")
     conn.add_argument("--idempotent", action="store_true",
                       help="with --scheduler: a host whose Dask worker is lost may run the "
                            "command again elsewhere (otherwise it fails)")
@@ -235,9 +246,8 @@ def _check(args: argparse.Namespace) -> None:
     if args.scheduler is not None:
         if args.subcommand != "run":
             raise UsageError("--scheduler works with run only")
-        for flag, value in (("--processes", args.processes), ("-t", args.timeout)):
-            if value is not None:
-                raise UsageError(f"{flag} cannot be used with --scheduler")
+        if args.processes is not None:
+            raise UsageError("--processes cannot be used with --scheduler")
     elif args.idempotent:
         raise UsageError("--idempotent goes with --scheduler")
     for name in ("timeout", "connect_timeout"):

@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, Optional, Tuple, Union
 import gevent
 from gevent import subprocess
 from gevent.event import AsyncResult
+from gevent.lock import RLock
 from gevent.pool import Pool
 
 from pssh import exceptions as exc
@@ -147,6 +148,11 @@ class WorkerProcess:
             report = self._progress.get(key)
             if report is not None:
                 report(*rest)
+        elif kind == "log":  # the worker's log record, logged here as if logged here
+            record = logging.makeLogRecord(rest[0])
+            logger = logging.getLogger(record.name)
+            if logger.isEnabledFor(record.levelno):
+                logger.handle(record)
         else:
             waiting = self._waiting.get(key)
             if waiting is not None:
@@ -249,6 +255,9 @@ class ShardedParallelSSHClient(ParallelSSHClient):
         super().__init__(hosts, *args, **kwargs)
         self.processes = processes or 1
         self._workers: List[Optional[WorkerProcess]] = []
+        # Starting a worker waits (the process is spawned): hosts asking for their workers
+        # at once must not start one twice (the second would be lost, never closed).
+        self._starting = RLock()
         self._finalizer = weakref.finalize(self, _close_workers, self._workers)
         self._size_pool()
 
@@ -272,14 +281,15 @@ class ShardedParallelSSHClient(ParallelSSHClient):
     @property
     def workers(self) -> List[WorkerProcess]:
         """The worker processes (started if they were not)."""
-        count = worker_count(self.processes, len(self.hosts))
-        if len(self._workers) != count:
-            _close_workers(self._workers)
-            self._workers.extend([None] * count)
-        for number, worker in enumerate(self._workers):
-            if worker is None or not worker.alive:
-                self._workers[number] = self._start_worker(number, count)
-        return list(self._workers)
+        with self._starting:
+            count = worker_count(self.processes, len(self.hosts))
+            if len(self._workers) != count:
+                _close_workers(self._workers)
+                self._workers.extend([None] * count)
+            for number, worker in enumerate(self._workers):
+                if worker is None or not worker.alive:
+                    self._workers[number] = self._start_worker(number, count)
+            return list(self._workers)
 
     def _start_worker(self, number: int, count: int) -> WorkerProcess:
         shard = [(i, host) for i, host in enumerate(self.hosts) if i % count == number]

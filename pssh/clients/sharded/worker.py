@@ -13,7 +13,11 @@ slowly stops the worker reading the channel, which stops the remote command
 through SSH flow control, as in a single process. Ctrl-C is the parent's to
 handle (SIGINT is ignored here); when the parent goes away, the worker stops
 every command it runs (``cancel``: the commands are started ``cancellable``)
-and exits.
+and every transfer (which removes its partial file), and exits. SIGTERM (sent
+to the whole process group by ``timeout``, systemd, CI runners) stops the
+commands and transfers the same way at once, but the worker goes on serving
+its parent, which is being stopped too and ends it. Log records go to the
+parent, where they go through its logging as if logged there.
 """
 from __future__ import annotations
 
@@ -166,6 +170,32 @@ class Pump:
                 self._feeder.kill(block=False)
 
 
+class _ToParent(logging.Handler):
+    """Sends each log record to the parent (``("log", None, fields)``), where it goes
+    through the logger of the same name."""
+
+    def __init__(self, pipe: FramedPipe, fallback: List[logging.Handler]) -> None:
+        super().__init__()
+        self.pipe = pipe
+        self.fallback = fallback
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self.pipe.closed:
+                raise OSError("the pipe to the parent is closed")
+            fields = {"name": record.name, "levelno": record.levelno,
+                      "levelname": record.levelname, "msg": record.getMessage(),
+                      "created": record.created, "process": record.process,
+                      "pathname": record.pathname, "lineno": record.lineno,
+                      "funcName": record.funcName}
+            if record.exc_info:
+                fields["exc_text"] = logging.Formatter().formatException(record.exc_info)
+            self.pipe.send(("log", None, fields))
+        except Exception:
+            for handler in self.fallback:
+                handler.handle(record)
+
+
 class Worker:
     """Serves the parent's messages until it closes the pipe."""
 
@@ -174,6 +204,7 @@ class Worker:
         self.client: Optional[ShardClient] = None
         self.local: Dict[int, Tuple[int, str]] = {}  # parent's host index -> (ours, host)
         self.pumps: Dict[int, Pump] = {}  # by command id (the id of the call that started it)
+        self.calls: Dict[int, gevent.Greenlet] = {}  # calls not yet answered, by id
 
     def serve(self) -> None:
         while True:
@@ -186,8 +217,13 @@ class Worker:
 
     def on_init(self, hosts: List[Tuple[int, str]], options: List[ConnectOptions],
                 ssh_config, pool_size: int, log_level: int) -> None:
+        # Log records go to the parent's logging, as if logged there; to stderr once the
+        # parent cannot take them.
         logging.basicConfig(level=log_level, stream=sys.stderr,
                             format=f"%(levelname)s pssh worker {os.getpid()}: %(message)s")
+        root = logging.getLogger()
+        fallback = root.handlers[:]
+        root.handlers[:] = [_ToParent(self.pipe, fallback)]
         self.local = {index: (i, host) for i, (index, host) in enumerate(hosts)}
         self.client = ShardClient([host for _, host in hosts], options, ssh_config, pool_size)
         self.slots = BoundedSemaphore(pool_size)
@@ -195,11 +231,28 @@ class Worker:
     def on_call(self, call_id: int, host_index: int, method: str, args: tuple,
                 kwargs: dict) -> None:
         # Spawned at once: this loop must never wait (credits and stdin go through it).
-        gevent.spawn(self._call, call_id, host_index, method, args, kwargs)
+        call = self.calls[call_id] = gevent.spawn(self._call, call_id, host_index, method,
+                                                  args, kwargs)
+        call.link(self._call_gone)
 
     def _call(self, call_id, host_index, method, args, kwargs) -> None:
-        with self.slots:  # pool_size calls at a time, as the client's pool would allow
-            self._call_now(call_id, host_index, method, args, kwargs)
+        try:
+            with self.slots:  # pool_size calls at a time, as the client's pool would allow
+                self._call_now(call_id, host_index, method, args, kwargs)
+        finally:
+            self.calls.pop(call_id, None)
+
+    def _call_gone(self, call: gevent.Greenlet) -> None:
+        """A call stopped before it ran still gets its answer: the parent waits for one."""
+        call_id = next((i for i, c in self.calls.items() if c is call), None)
+        if call_id is not None:
+            del self.calls[call_id]
+            self.pipe.send(("failed", call_id, self._stopped_error()))
+
+    def _stopped_error(self) -> BaseException:
+        from pssh import exceptions as exc
+        return exc.PSSHError("stopped: the worker process %s was told to stop (SIGTERM)",
+                             os.getpid())
 
     def _call_now(self, call_id, host_index, method, args, kwargs) -> None:
         i, host = self.local[host_index]
@@ -208,6 +261,8 @@ class Worker:
         try:
             result = getattr(self.client, method)(i, host, *args, **kwargs)
         except BaseException as err:  # the parent's greenlet raises it
+            if isinstance(err, gevent.GreenletExit):  # stopped (close, or SIGTERM)
+                err = self._stopped_error()
             self.pipe.send(("failed", call_id, portable(err)))
             return
         if isinstance(result, HostOutput):
@@ -248,12 +303,20 @@ class Worker:
         else:
             self.pipe.send(("done", call_id, cancelled))
 
-    def stop_all(self) -> None:
-        """The parent is gone (or done): stop the commands still running, close everything."""
+    def stop_work(self) -> None:
+        """Stop the commands still running on their hosts, and the calls in flight (a
+        transfer cut short removes its partial file)."""
         running = [pump.output for pump in self.pumps.values() if not pump.reader.closed]
         if running and self.client is not None:
             log.info("stopping %d commands", len(running))
             self.client.cancel(running, timeout=STOP_TIMEOUT)
+        calls = list(self.calls.values())
+        gevent.killall(calls, block=False)
+        gevent.joinall(calls, timeout=STOP_TIMEOUT)
+
+    def stop_all(self) -> None:
+        """The parent is gone (or done): stop everything, close every connection."""
+        self.stop_work()
         if self.client is not None:
             self.client.close()
 
@@ -265,7 +328,9 @@ def main() -> None:
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     pipe = FramedPipe(0, out)
-    Worker(pipe).serve()
+    worker = Worker(pipe)
+    gevent.signal_handler(signal.SIGTERM, gevent.spawn, worker.stop_work)
+    worker.serve()
     pipe.flush()  # the last exits and answers go out before the process does
 
 

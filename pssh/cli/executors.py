@@ -1,0 +1,196 @@
+"""Hosts run by :class:`pssh.clients.ParallelSSHClient`: in this process, or sharded over
+worker processes (``--processes``). Each host is one greenlet here, doing the
+host's work through the client's per-host methods; a command's output streams
+to the pipeline line by line as it comes.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import time
+from typing import Dict, List, Optional, Tuple
+
+import gevent
+
+from pssh import exceptions as exc
+from pssh.cli.hosts import HostSpec
+from pssh.cli.pipeline import HostEvents, ended_without_status
+from pssh.clients import ParallelSSHClient
+from pssh.config import HostConfig
+from pssh.options import ConnectOptions
+from pssh.output import HostOutput
+
+log = logging.getLogger("pssh.cli")
+
+#: Seconds a stopped run gives its commands to stop, and its transfers to clean up.
+STOP_TIMEOUT = 10.0
+
+#: (exit status, error, note) of one host's work.
+Outcome = Tuple[Optional[int], Optional[str], Optional[str]]
+
+
+def reason(err: BaseException) -> str:
+    """What went wrong, for a listing by host."""
+    if isinstance(err, exc.PSSHError):
+        return err.reason
+    return str(err) if isinstance(err, (OSError, ValueError)) \
+        else f"{type(err).__name__}: {err}"
+
+
+class ClientExecutor:
+    """The :class:`~pssh.cli.pipeline.Executor` of the parallel client (``processes`` as
+    ``--processes`` says)."""
+
+    def __init__(self, args, hosts: List[HostSpec], connect: ConnectOptions, config,
+                 events: HostEvents) -> None:
+        self.args = args
+        self.events = events
+        self.client = ParallelSSHClient(
+            [h.host for h in hosts], host_config=[HostConfig(user=h.user, port=h.port)
+                                                  for h in hosts],
+            pool_size=args.parallel, ssh_config=config, processes=args.processes,
+            **connect.given())
+        self.work = {"run": self._run, "copy": self._copy, "fetch": self._fetch,
+                     "ping": self._ping}[args.subcommand]
+        self.tasks: Dict[int, gevent.Greenlet] = {}
+        self.commands: Dict[int, HostOutput] = {}  # commands started and not yet finished
+        self.cancelled: Dict[int, exc.PSSHError] = {}  # why, for hosts stopped one by one
+
+    # -- the executor ------------------------------------------------------------------
+
+    def start(self, index: int) -> None:
+        task = self.tasks[index] = gevent.spawn(self._host, index)
+        task.link(self._task_gone)
+
+    def _task_gone(self, task: gevent.Greenlet) -> None:
+        """A host's greenlet has ended: one killed before it ran (-t, or the run stopped,
+        before it was scheduled) finishes here."""
+        index = next((i for i, t in self.tasks.items() if t is task), None)
+        if index is not None:  # (otherwise it finished itself)
+            del self.tasks[index]
+            error = self.cancelled.pop(index, None) or task.exception
+            self.events.finished(index, error=reason(error) if isinstance(error, Exception)
+                                 else "interrupted")
+
+    def cancel(self, index: int, error: exc.PSSHError) -> None:
+        task = self.tasks.get(index)
+        if task is not None:
+            self.cancelled[index] = error
+            task.kill(block=False)  # GreenletExit: quiet even if it had not run yet
+
+    def done_starting(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        commands = list(self.commands.values())
+        if commands:
+            self.client.cancel(commands, timeout=STOP_TIMEOUT)
+        # Waited for: a transfer cut short removes its partial file as it ends.
+        tasks = list(self.tasks.values())
+        gevent.killall(tasks, block=False)
+        gevent.joinall(tasks, timeout=STOP_TIMEOUT)
+
+    def close(self, now: bool = False) -> None:
+        gevent.killall(list(self.tasks.values()), block=False)
+        if now and self.args.processes:
+            return  # the workers stop their commands themselves when this process ends
+        self.client.close()
+
+    # -- one host ----------------------------------------------------------------------
+
+    def _host(self, index: int) -> None:
+        exit_code = error = note = None
+        try:
+            exit_code, error, note = self.work(index)
+        except gevent.GreenletExit:  # stopped: this host alone (-t ran out), or the run
+            if index in self.cancelled:
+                error = reason(self.cancelled.pop(index))
+                self._give_up(index)
+            else:
+                error = "interrupted"
+        except Exception as err:  # a failure, or a bug: the host ends, never hangs
+            error = reason(err)
+            if not isinstance(err, (exc.PSSHError, OSError, ValueError)):
+                log.error("%s: %s", self.client.hosts[index], error, exc_info=True)
+            self._give_up(index)
+        finally:
+            self.tasks.pop(index, None)
+            self.commands.pop(index, None)
+        self.events.finished(index, exit_code, error, note)
+
+    def _give_up(self, index: int) -> None:
+        """After a failure: stop the command if it runs (e.g. -t ran out), and drop the
+        host's connection (its session may be half-way through a call)."""
+        unfinished = self.commands.pop(index, None)
+        try:
+            if unfinished is not None:
+                self.client.cancel([unfinished], timeout=5)
+            self.client.disconnect_host(index)
+        except Exception as err:
+            log.debug("%s: %s", self.client.hosts[index], err)
+
+    def _run(self, index: int) -> Outcome:
+        args = self.args
+        output = self.client.run_host_command(index, args.command, sudo=args.sudo,
+                                              cancellable=True)
+        self.commands[index] = output
+        self.events.command_started(index)
+
+        def pump(lines, stderr: bool) -> None:
+            for line in lines:
+                self.events.line(index, line, stderr)
+
+        pumps = [gevent.spawn(pump, output.stdout, False),
+                 gevent.spawn(pump, output.stderr, True)]
+        try:
+            gevent.joinall(pumps, raise_error=True)
+        finally:
+            gevent.killall(pumps)
+        self.commands.pop(index, None)
+        if output.exit_code is None:
+            return None, ended_without_status(output.exit_signal), None
+        return output.exit_code, None, None
+
+    def _ping(self, index: int) -> Outcome:
+        """Connect and log in only; a failure says which kind it is."""
+        started = time.monotonic()
+        try:
+            self.client.connect_host(index)
+        except exc.PSSHError as err:
+            raise exc.PSSHError(f"{_ping_problem(err)}: {err.reason}") from err
+        return 0, None, f"{1000 * (time.monotonic() - started):.1f} ms"
+
+    def _byte_counter(self, index: int):
+        last = [0]
+
+        def progress(done: int, total: int) -> None:
+            # Called per file with bytes so far: a smaller count means the next file began.
+            delta = done - last[0] if done >= last[0] else done
+            last[0] = done
+            self.events.transferred(index, delta)
+        return progress
+
+    def _copy(self, index: int) -> Outcome:
+        self.client.copy_file_to_host(index, self.args.local, self.args.remote,
+                                      recurse=self.args.recursive,
+                                      callback=self._byte_counter(index))
+        return None, None, None
+
+    def _fetch(self, index: int) -> Outcome:
+        args = self.args
+        name = posixpath.basename(args.remote.rstrip("/")) or "root"
+        local = os.path.join(args.local, self.client.hosts[index], name)
+        self.client.copy_remote_file_from_host(index, args.remote, local, recurse=args.recursive,
+                                               callback=self._byte_counter(index))
+        return None, None, None
+
+
+def _ping_problem(err: BaseException) -> str:
+    if isinstance(err, (exc.AuthenticationError, exc.PKeyFileError)):
+        return "login refused"
+    if isinstance(err, exc.HostKeyError):
+        return "host key problem"
+    if isinstance(err, (exc.ConnectionError, exc.UnknownHostError, exc.Timeout)):
+        return "unreachable"
+    return "failed"

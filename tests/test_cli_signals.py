@@ -1,0 +1,226 @@
+"""SIGINT and SIGTERM for the pssh command: one signal from a program (a script, CI, a
+supervisor: no terminal) stops the run at once, remote commands and partial transfers
+included; Ctrl-C typed at a terminal stays staged. Every mode: one process, worker
+processes (--processes 2), a Dask cluster (--scheduler local:2)."""
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from pssh.sshd import ServerGroup
+from processes import in_session, processes_with
+from test_cli import ENV, on_terminal
+from trickle import TrickleProxy
+
+MODES = pytest.mark.parametrize("mode", [[], ["--processes", "2"], ["--scheduler", "local:2"]],
+                                ids=["one-process", "processes-2", "dask-local-2"])
+SIGNALS = pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM],
+                                  ids=["SIGINT", "SIGTERM"])
+EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+#: The "does not hang" bound: far beyond what stopping takes (a few seconds).
+HANG = 60
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(3, first_address=161) as g:
+        yield g
+
+
+def conn(group, tmp_path):
+    return ["--port", str(group.port), "-k", group.keys.private(), "--no-agent", "-F", "none",
+            "--known-hosts", str(tmp_path / "known_hosts")]
+
+
+class Pssh:
+    """``pssh`` started as a script or supervisor starts it: no terminal (input from
+    /dev/null, a session of its own), output to files."""
+
+    def __init__(self, args, tmp_path) -> None:
+        self.out, self.err = tmp_path / "stdout", tmp_path / "stderr"
+        with open(self.out, "w") as out, open(self.err, "w") as err:
+            self.proc = subprocess.Popen([sys.executable, "-m", "pssh", *args],
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         start_new_session=True, env=ENV)
+        self.pid = self.proc.pid
+
+    def signal(self, signum: int, whole_group: bool) -> None:
+        if whole_group:  # as timeout(1), systemd or a CI runner do
+            os.killpg(self.pid, signum)
+        else:
+            self.proc.send_signal(signum)
+
+    def wait(self) -> int:
+        try:
+            return self.proc.wait(HANG)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.pid, signal.SIGKILL)
+            self.proc.wait()
+            pytest.fail(f"pssh still running {HANG} s after one signal (a hang): "
+                        f"{self.err.read_text()}")
+
+    def stderr(self) -> str:
+        return self.err.read_text()
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def wait_for(condition, what: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(0.05)
+
+
+def gone(find, timeout: float = 5) -> list:
+    """What ``find()`` still lists after up to ``timeout`` seconds of waiting for it to
+    empty (processes end some moments after being told to)."""
+    deadline = time.monotonic() + timeout
+    while (left := find()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+@MODES
+@SIGNALS
+@pytest.mark.parametrize("whole_group", [False, True], ids=["to-pssh", "to-its-group"])
+def test_one_signal_without_a_terminal_stops_the_run(group, tmp_path, mode, signum,
+                                                    whole_group):
+    marker = f"sleep 300.{uuid.uuid4().int % 10**9}"  # the remote commands, by name
+    pssh = Pssh(["run", "-H", " ".join(group.hosts), *conn(group, tmp_path), *mode, "--",
+                 f"echo started; {marker}; echo never"], tmp_path)
+    try:
+        wait_for(lambda: len([p for p in processes_with(marker) if p != pssh.pid])
+                 >= len(group.hosts), "the commands running on every host")
+        pssh.signal(signum, whole_group)
+        assert pssh.wait() == EXIT[signum], pssh.stderr()
+    finally:
+        pssh.kill()
+    assert gone(lambda: processes_with(marker)) == []  # the remote commands were stopped
+    assert described(gone(lambda: in_session(pssh.pid))) == []  # no worker left behind
+    stderr = pssh.stderr()
+    cause = "interrupted" if signum == signal.SIGINT else "terminated"
+    assert f"pssh: {cause}: stopping the command on {len(group.hosts)} host(s)" in stderr
+    assert "Ctrl-C again" not in stderr  # nobody there to press it
+    assert "never" not in pssh.out.read_text()
+
+
+@pytest.fixture
+def slow_hosts(group):
+    """Two hosts behind proxies that let 64 kB through every 0.05 s each way: a transfer
+    of 30 MB is still going when the signal comes, and what is in flight then (a few MB
+    in socket buffers) drains in seconds, for the removal of the partial file to
+    follow."""
+    with TrickleProxy((group.hosts[0], group.port), "127.0.0.171", "rate", 0.05,
+                      65536) as a, \
+            TrickleProxy((group.hosts[1], group.port), "127.0.0.172", "rate", 0.05,
+                         65536) as b:
+        yield [f"{proxy.address}:{proxy.port}" for proxy in (a, b)]
+
+
+@pytest.mark.parametrize("mode", [[], ["--processes", "2"]], ids=["one-process", "processes-2"])
+@SIGNALS
+@pytest.mark.parametrize("direction", ["copy", "fetch"])
+def test_one_signal_stops_transfers_and_removes_their_partial_files(
+        group, tmp_path, slow_hosts, mode, signum, direction):
+    payload = tmp_path / "payload.bin"
+    payload.write_bytes(os.urandom(30_000_000))
+    remote_dir = tmp_path / "remote"  # the servers run here: their files are ours to see
+    remote_dir.mkdir()
+    fetched = tmp_path / "fetched"
+    if direction == "copy":
+        final = [remote_dir / "payload.bin"]
+        args = [str(payload), str(remote_dir / "payload.bin")]
+        partial = lambda: [p for p in remote_dir.iterdir() if p.name.endswith(".part")]  # noqa
+    else:
+        (remote_dir / "payload.bin").write_bytes(payload.read_bytes())
+        hosts = [h.split(":")[0] for h in slow_hosts]
+        final = [fetched / host / "payload.bin" for host in hosts]
+        args = [str(remote_dir / "payload.bin"), str(fetched)]
+        partial = lambda: [p for host in hosts if (fetched / host).is_dir()  # noqa: E731
+                           for p in (fetched / host).iterdir() if p.name.endswith(".part")]
+    pssh = Pssh([direction, "-H", " ".join(slow_hosts), *conn(group, tmp_path)[2:], *mode,
+                 *args], tmp_path)
+    try:
+        wait_for(lambda: any(p.stat().st_size > 0 for p in partial()),
+                 "a partial file with some bytes in it")
+        pssh.signal(signum, whole_group=False)
+        assert pssh.wait() == EXIT[signum], pssh.stderr()
+    finally:
+        pssh.kill()
+    assert [path for path in final if path.exists()] == []  # nothing posing as complete
+    if direction == "fetch":
+        assert gone(partial) == []  # and the partial files were removed
+    # (An upload's remote partial file stays on a link this slow: the SFTP session of a
+    # write cut short never answers the close that would remove it.)
+    assert described(gone(lambda: in_session(pssh.pid))) == []
+    stderr = pssh.stderr()
+    assert f"stopping the {direction} on 2 host(s) still running" in stderr, stderr
+
+
+@MODES
+def test_ctrl_c_on_a_terminal_stays_staged(group, tmp_path, mode):
+    """Typed at a terminal: the first Ctrl-C only names the hosts still running (their
+    commands go on), the second stops them."""
+    marker = f"sleep 300.{uuid.uuid4().int % 10**9}"
+    command = [sys.executable, "-m", "pssh", "run", "-H", " ".join(group.hosts),
+               *conn(group, tmp_path), *mode, "--progress", "never", "--",
+               f"echo started; {marker}; echo never"]
+    still_running = []
+
+    def first(screen):
+        running = [p for p in processes_with(marker) if b"pssh" not in _cmdline(p)]
+        return b"\x03" if len(running) >= len(group.hosts) else None
+
+    def second(screen):
+        if b"still running on" not in screen:
+            return None
+        time.sleep(1)  # the first Ctrl-C stopped nothing:
+        still_running.extend(p for p in processes_with(marker) if b"pssh" not in _cmdline(p))
+        return b"\x03"
+    text, typed = on_terminal(command, dict(ENV, TERM="xterm"), [first, second], timeout=120)
+    assert typed, text
+    assert len(still_running) >= len(group.hosts)
+    assert f"still running on {len(group.hosts)} host(s)" in text
+    assert f"stopping the command on {len(group.hosts)} host(s) still running" in text
+    assert "Ctrl-C again to exit at once" in text
+    assert gone(lambda: processes_with(marker)) == []
+
+
+def described(pids: list) -> list:
+    """Processes, with what they run."""
+    return [f"{pid}: " + _cmdline(pid).replace(b"\0", b" ").decode(errors="replace")
+            for pid in pids]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
+@pytest.mark.parametrize("setup, expected", [
+    ("{python}", "True"),                        # the terminal's foreground job
+    ("{python} < /dev/null", "False"),           # input from elsewhere
+    ("setsid {python}", "False"),                # a session of its own: no terminal
+    ("{python} & wait", "False"),                # a script's background job (/dev/null in)
+], ids=["foreground", "input-redirected", "own-session", "background-job"])
+def test_who_can_press_ctrl_c(tmp_path, setup, expected):
+    """The rule, in a fresh interpreter on a pseudo-terminal (script(1))."""
+    probe = tmp_path / "probe.py"
+    probe.write_text("from pssh.cli.signals import someone_can_press_ctrl_c\n"
+                     "print('answer', someone_can_press_ctrl_c())\n")
+    line = setup.format(python=subprocess.list2cmdline([sys.executable, str(probe)]))
+    text, _ = on_terminal(["sh", "-c", line], dict(ENV, TERM="xterm"), lambda screen: None,
+                          timeout=10)
+    assert f"answer {expected}" in text, text
