@@ -23,7 +23,12 @@ cd "$sources/src-openssl"
 # path, so that it never loads the host's openssl.cnf (written for the host's
 # OpenSSL, possibly naming engines or providers of another version).
 # OPENSSL_CONF still points it at a file.
+# The no-* options leave out what libssh2 never calls (certificate, PKI and TLS
+# extras, post-quantum signatures and KEMs, national ciphers): a shorter build.
 ./Configure linux-x86_64 no-shared no-tests no-docs no-engine -fPIC \
+    no-argon2 no-aria no-camellia no-cmp no-cms no-comp no-ct no-dtls no-http no-idea \
+    no-mdc2 no-ml-dsa no-ml-kem no-ocsp no-quic no-rfc3779 no-seed no-siphash no-siv \
+    no-slh-dsa no-sm2 no-sm3 no-sm4 no-srp no-srtp no-ts no-whirlpool \
     --prefix="$openssl_prefix" --libdir=lib --openssldir=/usr/local/lib/pssh2-openssl \
     >"$sources/openssl-configure.log" 2>&1
 make -j"$jobs" build_libs >"$sources/openssl-build.log" 2>&1

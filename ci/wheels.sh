@@ -126,17 +126,33 @@ if ((${#pythons[@]} == 0)); then
     echo "no supported CPython found (pyenv versions, or python3.N on PATH)" >&2
     exit 1
 fi
+# One build environment per Python with pyproject's build requirements, all made
+# before the first build: Cython's own .pxd files are dependencies of the C it
+# generates, so a Cython installed later (as in pip's isolated build per wheel)
+# would make every wheel run Cython again on identical sources.
+mapfile -t build_requires < <("$host_python" -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
 declare -A build_seconds install_seconds
+t=$SECONDS
+for python in "${pythons[@]}"; do
+    version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+    rm -rf "$work/build-$version"
+    "$python" -m venv "$work/build-$version"
+    "$work/build-$version/bin/pip" install -q "${build_requires[@]}" >"$work/wheel-$version.log" 2>&1 \
+        || { tail -30 "$work/wheel-$version.log"; exit 1; }
+done
+step "build environments (${build_requires[*]}) ready in $(elapsed "$t") s"
 for python in "${pythons[@]}"; do
     version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     bind "$("$python" -c 'import sysconfig; print(sysconfig.get_path("include"))')" ro
     t=$SECONDS
     step "wheel for Python $version ($python)"
     # CC and LDSHARED replace the Python's own compiler settings (distutils).
-    # -g0: no debug information (a third of the size and of the compile time).
+    # -g0: no debug information, which the wheel would only carry around.
     (cd "$src" && PSSH2_WHEEL_ROOT=$root CC="$checkout/ci/root-gcc -pthread" CFLAGS=-g0 \
         LDSHARED="$checkout/ci/root-gcc -pthread -shared" LIBSSH2_PREFIX=$prefix \
-        "$python" -m pip wheel -q --no-deps -w "$work/raw" . >"$work/wheel-$version.log" 2>&1) \
+        "$work/build-$version/bin/python" -m pip wheel -q --no-deps --no-build-isolation \
+        -w "$work/raw" . >>"$work/wheel-$version.log" 2>&1) \
         || { tail -30 "$work/wheel-$version.log"; exit 1; }
     raw=$(ls "$work"/raw/pssh2-*-cp${version/./}-*.whl)
     # --only-plat: the tag proven below in the root; auditwheel would add older
