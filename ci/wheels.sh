@@ -3,6 +3,7 @@
 # carrying our patched libssh2, then each checked where users install it.
 #
 #   bash ci/wheels.sh          (as root: debootstrap, chroot and mount need it)
+#   WHEEL_PYTHONS="3.13" bash ci/wheels.sh     (only those of the supported Pythons)
 #
 # 1. An older Debian root (debootstrap; the oldest release this machine's apt
 #    mirror serves, or WHEEL_ROOT_RELEASE) is the build machine: its glibc is
@@ -40,7 +41,7 @@ step() { echo "[wheels $(date +%H:%M:%S)] $*"; }
 elapsed() { echo $((SECONDS - $1)); }
 
 # -- host tools ----------------------------------------------------------------
-packages=(debootstrap dpkg-dev patch openssh-server openssh-client)
+packages=(debootstrap dpkg-dev patch binutils openssh-server openssh-client)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -122,6 +123,10 @@ tar -xzf "$sdist" -C "$src" --strip-components=1
 
 # Every CPython >= requires-python that pyenv (or PATH) has, one per minor version.
 mapfile -t pythons < <("$host_python" ci/supported_pythons.py)
+if [ -n "${WHEEL_PYTHONS:-}" ]; then  # e.g. WHEEL_PYTHONS="3.13": only those
+    mapfile -t pythons < <(for p in "${pythons[@]}"; do
+        [[ " $WHEEL_PYTHONS " == *" $(basename "$p" | sed 's/^python//') "* ]] && echo "$p"; done)
+fi
 if ((${#pythons[@]} == 0)); then
     echo "no supported CPython found (pyenv versions, or python3.N on PATH)" >&2
     exit 1
@@ -150,18 +155,28 @@ for python in "${pythons[@]}"; do
     # CC and LDSHARED replace the Python's own compiler settings (distutils).
     # -g0: no debug information, which the wheel would only carry around.
     (cd "$src" && PSSH2_WHEEL_ROOT=$root CC="$checkout/ci/root-gcc -pthread" CFLAGS=-g0 \
-        LDSHARED="$checkout/ci/root-gcc -pthread -shared" LIBSSH2_PREFIX=$prefix \
+        LDSHARED="$checkout/ci/root-gcc -pthread -shared" LIBSSH2_PREFIX=$prefix LIBSSH2_RPATH=0 \
         "$work/build-$version/bin/python" -m pip wheel -q --no-deps --no-build-isolation \
         -w "$work/raw" . >>"$work/wheel-$version.log" 2>&1) \
         || { tail -30 "$work/wheel-$version.log"; exit 1; }
     raw=$(ls "$work"/raw/pssh2-*-cp${version/./}-*.whl)
     # --only-plat: the tag proven below in the root; auditwheel would add older
     # ones that its symbol check allows but that nothing here runs.
-    PATH=$tools/bin:$PATH "$tools/bin/auditwheel" repair --plat "$plat" --only-plat -w dist "$raw" >>"$work/wheel-$version.log" 2>&1 \
+    PATH=$tools/bin:$PATH LD_LIBRARY_PATH=$prefix/lib "$tools/bin/auditwheel" repair --plat "$plat" --only-plat -w dist "$raw" >>"$work/wheel-$version.log" 2>&1 \
         || { tail -30 "$work/wheel-$version.log"; exit 1; }
+    # Every rpath in the wheel must point inside it, never at this machine's paths.
+    unpacked=$work/unpacked-$version
+    rm -rf "$unpacked"
+    "$host_python" -m zipfile -e "$(ls dist/pssh2-*-cp${version/./}-*.whl)" "$unpacked"
+    foreign=$(find "$unpacked" -name "*.so*" -exec readelf -d {} + | grep -E "\((RUN)?PATH\)" \
+        | grep -v "\[\$ORIGIN" || true)
+    if [ -n "$foreign" ]; then
+        echo "the wheel for Python $version has rpaths outside it: $foreign" >&2
+        exit 1
+    fi
     build_seconds[$version]=$(elapsed "$t")
 done
-"$tools/bin/auditwheel" show "$(ls dist/*.whl | head -1)" | tee "$work/auditwheel-show.txt"
+LD_LIBRARY_PATH=$prefix/lib "$tools/bin/auditwheel" show "$(ls dist/*.whl | head -1)" | tee "$work/auditwheel-show.txt"
 
 # -- a Python for the old root, built there in the background ------------------------
 # (while the host's smoke runs wait on pip downloads and sshd rather than the CPU)
