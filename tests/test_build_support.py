@@ -3,6 +3,7 @@
 build_support is not installed: it is imported from the checkout, as setup.py does.
 """
 import importlib.metadata
+import importlib.util
 import os
 import subprocess
 import sys
@@ -13,8 +14,22 @@ import pytest
 import ssh2
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO)
 
+
+def _checkout_package(name):
+    # Registered in sys.modules, NOT by putting the checkout on sys.path: worker
+    # processes spawned by later tests inherit sys.path and would then import the
+    # uncompiled ssh2 of the checkout.
+    spec = importlib.util.spec_from_file_location(
+        name, os.path.join(REPO, name, "__init__.py"),
+        submodule_search_locations=[os.path.join(REPO, name)])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_checkout_package("build_support")
 from build_support import apt_sources, libssh2  # noqa: E402
 
 ONE_LINE = """\
@@ -153,6 +168,10 @@ def test_any_other_prefix_is_built_against_as_unpatched_and_says_so(tmp_path, mo
 def test_the_installed_bindings_are_patched():
     import ssh2.session
     assert ssh2.session.PATCHED_LIBSSH2 is True
+
+
+def test_the_checkout_is_not_on_the_import_path():
+    assert REPO not in [os.path.abspath(p) for p in sys.path if p]
 
 
 def test_one_version_for_the_package_the_bindings_and_the_command_line():
