@@ -47,7 +47,9 @@ class BuildExt(build_ext):
                 # DT_RPATH (not RUNPATH) so the bundled library wins over an
                 # older system libssh2 even when LD_LIBRARY_PATH is set.
                 ext.extra_link_args += ["-Wl,-rpath,$ORIGIN", "-Wl,--disable-new-dtags"]
-            else:
+            elif os.environ.get("LIBSSH2_RPATH", "1") != "0":
+                # LIBSSH2_RPATH=0 (ci/wheels.sh): no rpath to a path of the build
+                # machine; auditwheel gives the wheel's modules one to its own copy.
                 ext.runtime_library_dirs += [d for d in info.library_dirs
                                              if d not in ("/usr/lib", "/usr/lib64")]
         # Keep setuptools' finalized Extension objects; take only the C sources.

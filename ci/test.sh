@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # The test suite: sets up the machine, then runs pytest against real sshd
-# servers that the tests start on loopback themselves.
+# servers that the tests start on loopback themselves. Without arguments it
+# first builds the wheels and smoke-runs each where users install it
+# (ci/wheels.sh); with arguments (pytest options) it runs only pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/setup.sh
+if [ $# -eq 0 ]; then
+    # Before pytest, so that pytest's summary stays the run's last line.
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo bash ci/wheels.sh
+fi
 # From tests/ so that the installed package, not the source tree, is imported.
 cd tests
 exec ../.venv/bin/python -m pytest -p no:cacheprovider "$@"

@@ -152,10 +152,27 @@ def _common(parser: argparse.ArgumentParser) -> None:
     out.add_argument("-v", "--verbose", action="count", default=0, help="log more (repeatable)")
 
 
+class _Version(argparse.Action):
+    """``--version``: pssh2's version and the libssh2 it runs on (imported only when asked)."""
+
+    def __init__(self, option_strings, dest, **kwargs) -> None:
+        super().__init__(option_strings, dest, nargs=0,
+                         help="print pssh2's version and its libssh2's, then exit")
+
+    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+        import ssh2
+        import ssh2.session
+        import ssh2.utils
+        build = "patched" if ssh2.session.PATCHED_LIBSSH2 else "unpatched"
+        print(f"pssh {ssh2.__version__} (libssh2 {ssh2.utils.version()}, {build})")
+        parser.exit()
+
+
 def build() -> argparse.ArgumentParser:
     parser = Parser(prog="pssh", description="Run commands and move files on many hosts over "
                     "SSH at once.", epilog=EXIT_TEXT,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="subcommand", metavar="{run,copy,fetch,ping,hosts}",
                                 parser_class=Parser)
     sub.required = True

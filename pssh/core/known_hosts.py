@@ -170,7 +170,7 @@ def _parse(text: str, path: str) -> Tuple[Entry, ...]:
                 raise ValueError(f"unknown marker @{marker}")
             if len(fields) < 3:
                 raise ValueError("expected hosts, key type and key")
-            key = binascii.a2b_base64(fields[2], strict_mode=True)
+            key = base64.b64decode(fields[2], validate=True)
             # The blob starts with its type name (an SSH string): it must match.
             if key[4:4 + int.from_bytes(key[:4], "big")] != fields[1].encode():
                 raise ValueError(f"the key is not of type {fields[1]}")
