@@ -22,6 +22,7 @@ from typing import Callable, List, Optional
 
 from pssh.core import errors as exc
 from pssh.core.link import Link
+from pssh.core.deadlines import UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure
 from pssh.core.channel_io import end_check, sftp_end_check
 from pssh.core.partial_files import (local_file_errors, local_part_file, new_file_mode,
@@ -37,6 +38,9 @@ log = logging.getLogger("pssh.core.sftp")
 #: ``progress(bytes done, total)`` of one file.
 Progress = Optional[Callable[[int, int], None]]
 DIR_MODE = 0o755
+#: Seconds the clean-up after a failed or stopped transfer may take (closing the handle,
+#: removing the partial file): a session that stopped answering must not hold the caller.
+CLEANUP_TIMEOUT = 10.0
 _UPLOAD = LIBSSH2_FXF_CREAT | LIBSSH2_FXF_WRITE | LIBSSH2_FXF_TRUNC | LIBSSH2_FXF_EXCL
 _MISSING = (ssh2_exc.SFTPNoSuchFileError, ssh2_exc.SFTPHandleError)
 
@@ -55,14 +59,15 @@ def _handle_ended(handle) -> Callable[[], None]:
     return ended(handle.sftp)
 
 
-def start(link: Link) -> Procedure[object]:
+def start(link: Link, timeout=UNSET) -> Procedure[object]:
     """A new SFTP session on the connection; :class:`~pssh.exceptions.SFTPError` if the
     server refuses it."""
     if link.session is None:
         raise exc.SFTPError.at(link.host, link.port, "cannot start SFTP: the connection is "
                                "closed")
     try:
-        return (yield from link.exclusive(link.session.sftp_init, what="starting SFTP"))
+        return (yield from link.exclusive(link.session.sftp_init, timeout=timeout,
+                                          what="starting SFTP"))
     except (exc.Timeout, exc.ConnectionError):
         raise
     except Exception as err:
@@ -135,12 +140,12 @@ def open_file(link: Link, sftp, path: str, flags: int, mode: int = 0) -> Procedu
                             host=link.host, port=link.port) from err
 
 
-def close_handle(link: Link, handle) -> Procedure[None]:
+def close_handle(link: Link, handle, timeout=UNSET) -> Procedure[None]:
     """Close a remote file handle (a failure to is of no consequence here)."""
     if handle.closed:
         return
     try:
-        yield from link.call(handle.close, what="closing a remote file",
+        yield from link.call(handle.close, timeout=timeout, what="closing a remote file",
                              check=_handle_ended(handle))
     except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
         log.debug("%s: closing a remote file: %s", link.host, err)
@@ -157,7 +162,7 @@ def listdir(link: Link, sftp, path: str) -> Procedure[List[bytes]]:
     try:
         return (yield from read_names(link, handle))
     finally:
-        yield from close_handle(link, handle)
+        yield from close_handle(link, handle, CLEANUP_TIMEOUT)
 
 
 def read_names(link: Link, handle) -> Procedure[List[bytes]]:
@@ -253,7 +258,7 @@ def download(link: Link, sftp, remote: str, local: str, progress: Progress = Non
         finally:
             if fd >= 0:
                 os.close(fd)
-            yield from close_handle(link, handle)
+            yield from close_handle(link, handle, CLEANUP_TIMEOUT)
         os.chmod(part, attrs.permissions & 0o7777 if keep_mode else new_file_mode())
         os.replace(part, local)
     except BaseException:
@@ -326,24 +331,27 @@ def rename_into_place(link: Link, sftp, part: str, remote: str) -> Procedure[Non
 
 
 def discard(link: Link, sftp, handle, path: str) -> Procedure[None]:
-    """Best effort, after a failure: close the handle and remove the partial file."""
-    yield from close_handle(link, handle)
+    """Best effort, after a failure: close the handle and remove the partial file (each
+    within :data:`CLEANUP_TIMEOUT`)."""
+    yield from close_handle(link, handle, CLEANUP_TIMEOUT)
     yield from remove_partial(link, path, sftp)
 
 
 def remove_partial(link: Link, path: str, sftp=None) -> Procedure[None]:
     """Remove a failed upload's file (best effort): over ``sftp``, else (or if that fails:
     the failure may have ended that session) over a new SFTP session, while the
-    connection lives; a warning names what is left when neither can."""
+    connection lives, within :data:`CLEANUP_TIMEOUT`; a warning names what is left when
+    neither can."""
     failure: object = "the connection is closed"
+    deadline = deadline_after(CLEANUP_TIMEOUT)
     for current in ((sftp, None) if sftp is not None else (None,)):
-        if link.closed:
+        if link.closed or remaining(deadline) == 0:
             break
         try:
             if current is None:
-                current = yield from start(link)
-            yield from link.call(current.unlink, path, what=f"removing {path!r}",
-                                 check=ended(current))
+                current = yield from start(link, remaining(deadline))
+            yield from link.call(current.unlink, path, timeout=remaining(deadline),
+                                 what=f"removing {path!r}", check=ended(current))
             return
         except ssh2_exc.SFTPNoSuchFileError:
             return
@@ -353,6 +361,7 @@ def remove_partial(link: Link, path: str, sftp=None) -> Procedure[None]:
                 link.port, path, failure)
 
 
-__all__ = ["DIR_MODE", "Progress", "close_handle", "discard", "download", "is_dir",
-           "listdir", "makedirs", "mkdir", "open_file", "pump", "read", "read_names", "remove_partial", "rename_into_place",
-           "set_mode", "start", "stat", "upload", "write"]
+__all__ = ["CLEANUP_TIMEOUT", "DIR_MODE", "Progress", "close_handle", "discard", "download",
+           "is_dir", "listdir", "makedirs", "mkdir", "open_file", "pump", "read", "read_names",
+           "remove_partial", "rename_into_place", "set_mode", "start", "stat", "upload",
+           "write"]
