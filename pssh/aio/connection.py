@@ -155,7 +155,8 @@ def _connect_error(err: BaseException, host: str, port: int, limit: float,
 async def _jump_chain(resolved, opts: SSHClientConnectionOptions) -> "SSHClientConnection":
     """The connection of the last jump host (ssh_config's ProxyJump or ``tunnel="..."``),
     each hop through the one before; made for this connection and closed with it."""
-    hop_options = SSHClientConnectionOptions(opts, tunnel=None, proxy_jump="none")
+    # "none": the hops themselves are reached directly (asyncssh's name for ProxyJump).
+    hop_options = SSHClientConnectionOptions(opts, tunnel="none")
     hop_settings = resolved.jump_options()
     via = None
     for user, hop, hop_port in resolved.jump_hops:
