@@ -66,6 +66,19 @@ class Credentials:
         self.keyboard_interactive = keyboard_interactive
         self.cert_file = cert_file
 
+    @classmethod
+    def of(cls, resolved) -> "Credentials":
+        """The login a host's resolved settings (:class:`~pssh.options.Resolved`) ask
+        for: its ``pkey``, password, agent, identity files (the ssh config's, else
+        :data:`DEFAULT_IDENTITIES`), keyboard-interactive and certificate."""
+        o = resolved.options
+        return cls(resolved.user, keys=(o.pkey,) if o.pkey else (), password=o.password,
+                   passphrase=o.passphrase, allow_agent=bool(o.allow_agent),
+                   identity_auth=bool(o.identity_auth),
+                   identities=resolved.identity_files or DEFAULT_IDENTITIES,
+                   keyboard_interactive=bool(o.keyboard_interactive),
+                   cert_file=resolved.cert_file)
+
     @property
     def key_passphrase(self) -> str:
         """The passphrase for keys: ``passphrase``, else the password (parallel-ssh)."""
