@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import socket
 import subprocess
+import threading
 
 import pytest
 
@@ -102,3 +103,39 @@ def agent(server, tmp_path):
 
 
 __all__ = ["PASSWORD", "PASSPHRASE", "connect", "run", "read_all"]
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def run_loop(request):
+    """Runs a coroutine to completion on a fresh loop of either kind (default, uvloop)."""
+    import asyncio
+    import uvloop
+    factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
+
+    def run(coro):
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(coro)
+    return run
+
+
+@pytest.fixture
+def echo_port():
+    """A loopback TCP echo server in a thread (it serves whichever loop the test runs):
+    the destination of forwarded connections."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+
+    def serve():
+        while True:
+            try:
+                peer, _ = listener.accept()
+            except OSError:
+                return
+            with peer:
+                while data := peer.recv(65536):
+                    peer.sendall(data)
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield listener.getsockname()[1]
+    listener.close()

@@ -1,6 +1,8 @@
 """Looking at this machine's processes: the test servers run here, so a remote command
 is a local process the tests can see."""
+import contextlib
 import os
+import signal
 
 
 def alive(pid: int) -> bool:
@@ -38,3 +40,18 @@ def in_session(sid: int):
         if fields[0] != "Z" and int(fields[3]) == sid:
             found.append(int(pid))
     return found
+
+
+@contextlib.contextmanager
+def stopped(server):
+    """SIGSTOP an sshd (a pssh.sshd server) and its sessions for the ``with`` block: TCP
+    still answers, SSH does not (a host that hangs)."""
+    from pssh.sshd import _descendants
+    pids = [server.process.pid, *_descendants(server.process.pid)]
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        yield pids
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)

@@ -10,23 +10,12 @@ import threading
 import tracemalloc
 
 import pytest
-import uvloop
 
 from pssh import aio
 from pssh import exceptions as exc
 from pssh.sshd import PASSPHRASE, ClientKeys
 from processes import alive
 
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def run_loop(request):
-    """Runs a coroutine to completion on a fresh loop of the given kind."""
-    factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
-
-    def run(coro):
-        with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(coro)
-    return run
 
 
 @pytest.fixture
@@ -305,27 +294,6 @@ def test_sftp_file_objects(server, login, run_loop, tmp_path):
     assert (head, rest, end) == (b"first", b" line\nsecond line\nthird\n", b"")
     assert text == "first line\nsecond line\nthird\n"
 
-
-@pytest.fixture
-def echo_port():
-    """A loopback TCP echo server in a thread: the destination of forwarded connections."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-
-    def serve():
-        while True:
-            try:
-                peer, _ = listener.accept()
-            except OSError:
-                return
-            with peer:
-                while data := peer.recv(65536):
-                    peer.sendall(data)
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield listener.getsockname()[1]
-    listener.close()
 
 
 def test_open_connection_and_local_port_forwarding(server, login, run_loop, echo_port):

@@ -5,25 +5,14 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import socket
 import subprocess
 
 import pytest
-import uvloop
 
 from conftest import PASSWORD
 from pssh import aio
 from pssh.known_hosts import fingerprint
 
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def run_loop(request):
-    factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
-
-    def run(coro):
-        with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(coro)
-    return run
 
 
 @pytest.fixture
@@ -31,27 +20,6 @@ def login(server, tmp_path):
     return dict(port=server.port, username=server.user, client_keys=[server.keys.private()],
                 known_hosts=str(tmp_path / "known_hosts"), agent_path=None)
 
-
-@pytest.fixture
-def echo_port():
-    """A loopback TCP echo server (in a thread: it serves whichever loop the test runs)."""
-    import threading
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-
-    def serve():
-        while True:
-            try:
-                peer, _ = listener.accept()
-            except OSError:
-                return
-            with peer:
-                while data := peer.recv(65536):
-                    peer.sendall(data)
-    threading.Thread(target=serve, daemon=True).start()
-    yield listener.getsockname()[1]
-    listener.close()
 
 
 class Recorder(aio.SSHClient):

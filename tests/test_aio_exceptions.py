@@ -10,7 +10,6 @@ import socket
 
 import asyncssh
 import pytest
-import uvloop
 
 from pssh import aio
 from pssh import exceptions as exc
@@ -26,15 +25,6 @@ NAMES = sorted(
                      "PasswordChangeRequired", "KeyExportError", "KeyGenerationError",
                      "ConfigParseError"})
 
-
-@pytest.fixture(params=["asyncio", "uvloop"])
-def run_loop(request):
-    factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
-
-    def run(coro):
-        with asyncio.Runner(loop_factory=factory) as runner:
-            return runner.run(coro)
-    return run
 
 
 @pytest.fixture

@@ -1,6 +1,4 @@
 """Keepalives and ServerAliveCountMax: a server that stops answering is declared lost."""
-import os
-import signal
 import time
 
 import gevent
@@ -8,7 +6,8 @@ import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
-from pssh.sshd import ServerGroup, _descendants
+from pssh.sshd import ServerGroup
+from processes import stopped
 from pssh.ssh_config import SSHConfig
 
 
@@ -17,19 +16,6 @@ def group():
     with ServerGroup(2, first_address=77) as g:
         yield g
 
-
-def stopped(server):
-    """SIGSTOP the server and its sessions: TCP still answers, SSH does not."""
-    class Frozen:
-        def __enter__(self):
-            self.pids = [server.process.pid, *_descendants(server.process.pid)]
-            for pid in self.pids:
-                os.kill(pid, signal.SIGSTOP)
-
-        def __exit__(self, *exc_info):
-            for pid in self.pids:
-                os.kill(pid, signal.SIGCONT)
-    return Frozen()
 
 
 def options(group, tmp_path, **kwargs):

@@ -113,11 +113,7 @@ class CommandStreams:
             if self.read_some(stream, enough=True) or self.read_some(1 - stream):
                 continue
             if not self.pending():
-                left = remaining(deadline)
-                if left == 0:
-                    raise exc.Timeout.at(self.link.host, self.link.port,
-                                         "no output within the read timeout")
-                yield from self.link.wait(left, "reading output")
+                yield from self._wait_for_output(deadline)
         if buffer.ended:
             # The other stream has usually ended too (one EOF covers the channel): then
             # the exit status can be collected now.
@@ -133,13 +129,17 @@ class CommandStreams:
             if self.read_some(0, enough=True) | self.read_some(1, enough=True):
                 continue
             if not self.pending():
-                left = remaining(deadline)
-                if left == 0:
-                    raise exc.Timeout.at(self.link.host, self.link.port,
-                                         "no output within the read timeout")
-                yield from self.link.wait(left, "reading output")
+                yield from self._wait_for_output(deadline)
         if self.at_eof and self.auto_finish:
             yield from self.finish()
+
+    def _wait_for_output(self, deadline: Optional[float]) -> Procedure[None]:
+        """Wait once for the server; Timeout if ``deadline`` has passed."""
+        left = remaining(deadline)
+        if left == 0:
+            raise exc.Timeout.at(self.link.host, self.link.port,
+                                 "no output within the read timeout")
+        yield from self.link.wait(left, "reading output")
 
     def read_or_wait(self, timeout: Optional[float] = None) -> Procedure[None]:
         """Read what has come for either stream; if nothing had, wait once."""
