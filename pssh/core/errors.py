@@ -31,6 +31,9 @@ from typing import Any, Dict, Optional
 
 from ssh2 import exceptions as ssh2_exc
 
+#: Where users import these classes from (parallel-ssh's module): see the end of this file.
+PUBLIC_HOME = "pssh.exceptions"
+
 
 class PSSHError(Exception):
     """Base class of this module's exceptions.
@@ -303,7 +306,7 @@ def _local_class(base: type) -> type:
     cls = _local_classes.get(base)
     if cls is None:
         name = "Local" + base.__name__
-        cls = type(name, (LocalOSError, base), {"__module__": __name__, "__qualname__": name,
+        cls = type(name, (LocalOSError, base), {"__module__": PUBLIC_HOME, "__qualname__": name,
                                                 "_base": base, "__doc__": LocalOSError.__doc__})
         _local_classes[base] = cls
     return cls
@@ -406,3 +409,11 @@ __all__ = ["AuthenticationError", "AuthenticationException", "ConnectTimeout",
            "SSHException", "SessionError", "ShellError", "Timeout", "UnknownHostError",
            "UnknownHostException", "UnknownHostKeyError", "WorkerError", "cause_format",
            "format_args", "on_host", "with_host"]
+
+# Tracebacks, reprs and pickles name the classes by their public home, as programs written
+# for parallel-ssh expect (some log the name or match on it).
+for _name in __all__:
+    _obj = globals()[_name]
+    if isinstance(_obj, type):
+        _obj.__module__ = PUBLIC_HOME
+del _name, _obj
