@@ -71,9 +71,10 @@ def connect(host: str, port: Optional[int] = None, *,
             ipv6_only: Optional[bool] = None, num_retries: Optional[int] = None,
             retry_delay: Optional[float] = None, ssh_config=None,
             _settings=None) -> AwaitableContext:
+    # Most arguments are None: that test first (this runs per host).
     given = {name: value for name, value in locals().items()
-             if name in ARGUMENTS and name != "tunnel" and value is not NOT_GIVEN
-             and (value is not None or name in ("known_hosts", "agent_path"))}
+             if (value is not None or name in ("known_hosts", "agent_path"))
+             and value is not NOT_GIVEN and name in ARGUMENTS and name != "tunnel"}
     merged = SSHClientConnectionOptions(options, **given)
     return AwaitableContext(_connect(host, port, merged, tunnel, client_factory))
 

@@ -93,7 +93,7 @@ class SSHClientConnectionOptions:
             given["known_hosts"] = str(known_hosts)
         if self._values.get("agent_path", NOT_GIVEN) is None:
             given["allow_agent"] = False
-        layer = ConnectOptions(**{k: v for k, v in given.items() if v is not None})
+        layer = ConnectOptions.of(given)
         base = self._values.get("_settings")
         return layer.over(base) if base is not None else layer
 

@@ -39,7 +39,7 @@ from pssh.core.link import Link
 from pssh.core.waits import pause
 from pssh.core.deadlines import deadline_after
 from pssh.core.keys import inspect_key_file
-from pssh.options import FIELD_NAMES, ConnectOptions, Resolved, ssh_config_of
+from pssh.options import ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
 from pssh.runners.gevent import GeventRunner
 from pssh.ssh_config import SSHConfig
@@ -63,7 +63,7 @@ def on_this_host(method):
 def options_of(values: dict, base: Optional[ConnectOptions] = None) -> ConnectOptions:
     """The settings among ``values`` (a client's keyword arguments) as options, over
     ``base`` (options handed down whole, by the parallel client or a jump chain)."""
-    given = ConnectOptions(**{name: values[name] for name in FIELD_NAMES if name in values})
+    given = ConnectOptions.of(values)
     return given if base is None else given.over(base)
 
 
