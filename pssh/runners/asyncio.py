@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import socket as _socket
-from typing import Any, Optional
+from typing import Any, Awaitable, Optional
 
 from pssh.core.deadlines import remaining
 from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
@@ -37,7 +37,9 @@ class _Watch:
         self.waiters: set = set()   # everything a wake resolves
         self.registered = [False, False]
 
-    def wait(self, reading: bool, writing: bool, deadline: Optional[float]) -> asyncio.Future:
+    async def wait(self, reading: bool, writing: bool, deadline: Optional[float]) -> bool:
+        """Until the socket is ready in a direction asked for, or a wake; False at the
+        ``deadline``."""
         loop = self.loop
         ready = loop.create_future()
         if reading:
@@ -45,11 +47,16 @@ class _Watch:
         if writing:
             self._add(1, self.writers, ready)
         self.waiters.add(ready)
-        if deadline is not None:
-            timer = loop.call_later(remaining(deadline), _resolve, ready, False)
-            ready.add_done_callback(lambda _: timer.cancel())
-        ready.add_done_callback(self._forget)
-        return ready
+        timer = None if deadline is None else \
+            loop.call_later(remaining(deadline), _resolve, ready, False)
+        # Cleaned up here rather than by done-callbacks: each of those is one more
+        # callback through the loop, on every wait of every session.
+        try:
+            return await ready
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self._forget(ready)
 
     def _add(self, direction: int, waiters: set, ready: asyncio.Future) -> None:
         waiters.add(ready)
@@ -137,7 +144,7 @@ class AsyncioRunner:
 
     # -- the requests ----------------------------------------------------------------------
 
-    def _session_io(self, request: SessionIO) -> asyncio.Future:
+    def _session_io(self, request: SessionIO) -> Awaitable[bool]:
         link = request.link
         watch = link.waker
         if watch is None:
