@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from typing import Optional, Sequence, Union
 
 from pssh import exceptions as exc
@@ -33,7 +32,6 @@ from pssh.core.establish import Dialer, agent_path_of, forward_agent
 from pssh.core.handshake import Attempt, check_host_key, start_session
 from pssh.core.keepalive import start_keepalive
 from pssh.core.link import Link
-from pssh.core.streams import CommandStreams
 from pssh.core.deadlines import UNSET, deadline_after, remaining
 from pssh.runners.asyncio import RUNNER
 from ssh2 import exceptions as ssh2_exc

@@ -23,7 +23,7 @@ from pssh.core.deadlines import deadline_after, remaining
 from pssh.output import HostOutput
 
 if TYPE_CHECKING:
-    from pssh.clients.sharded.parallel import WorkerProcess
+    from pssh.clients.sharded.process import WorkerProcess
 
 log = logging.getLogger("pssh.sharded")
 
