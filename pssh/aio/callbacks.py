@@ -23,7 +23,6 @@ hand the banner to us.
 from __future__ import annotations
 
 import base64
-import hashlib
 import inspect
 import logging
 from typing import List, Optional, Tuple
@@ -109,6 +108,7 @@ class HostKey:
         """``SHA256:...`` (or ``MD5:aa:bb:...``), as ``ssh-keygen -l`` shows it."""
         if hash_name == "sha256":
             return fingerprint(self.public_data)
+        import hashlib  # here: loading OpenSSL's hashes costs every importer milliseconds
         digest = hashlib.new(hash_name, self.public_data)
         if hash_name == "md5":
             return "MD5:" + ":".join(f"{b:02x}" for b in digest.digest())
