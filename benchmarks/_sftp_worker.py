@@ -104,12 +104,11 @@ def ours_aio(cipher, host, port, user, key, path):
     import asyncio
 
     from pssh import aio
-    if cipher != "default":  # no cipher setting in the connection options yet
-        raise CipherNotOffered(cipher)
+    algs = {} if cipher == "default" else {"encryption_algs": [cipher]}
 
     async def main():
         async with aio.connect(host, port, username=user, client_keys=[key], known_hosts=None,
-                               agent_path=None) as conn:
+                               agent_path=None, **algs) as conn:
             async with conn.start_sftp_client() as sftp:
                 total = 0
                 started = time.perf_counter()
