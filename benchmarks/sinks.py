@@ -14,26 +14,23 @@ The ``thread`` tag keeps two sessions that start in the same instant apart
 
 Sinks: InfluxDB 1.x over its HTTP write API, InfluxDB 1.x through its Graphite
 input, and InfluxDB 2.x/3.x (or anything that speaks the v2 write API) through
-``influxdb-client``. Database sinks batch in a background thread and never
-block the caller; a server that is down costs a count of unsent points, not
-the run.
+``influxdb-client``. The line protocol and the buffered, batching sender are the
+poller's (:mod:`pssh.poll.line_protocol`, :mod:`pssh.poll.sinks`): database sinks
+batch in a background thread and never block the caller; a server that is down
+costs a count of unsent points, not the run.
 """
 from __future__ import annotations
 
 import csv
 import json
 import logging
-import queue
 import socket
-import threading
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Dict, IO, List, Optional, Sequence
 
 from benchmarks.sessions import OPERATIONS
+from pssh.poll.line_protocol import field_value, line
+from pssh.poll.sinks import BufferedSink, InfluxDB1Sink
 
 log = logging.getLogger(__name__)
 
@@ -60,25 +57,15 @@ class Point:
     time_ns: int
 
     def line_protocol(self) -> str:
-        tags = ",".join(f"{_escape_tag(k)}={_escape_tag(v)}" for k, v in sorted(self.tags.items()))
-        values = ",".join(f"{_escape_tag(k)}={_field_value(v)}" for k, v in self.fields.items())
-        return f"{self.measurement},{tags} {values} {self.time_ns}"
+        return line(self.measurement, self.tags, self.fields, self.time_ns)
 
     def graphite_lines(self) -> List[str]:
         segments = [_graphite_segment(self.tags[name])
                     for name in GRAPHITE_TAG_ORDER[self.measurement]]
         prefix = ".".join([self.measurement, *segments])
         stamp = f"{self.time_ns / 1e9:.6f}"
-        return [f"{prefix}.{name} {_field_value(value)} {stamp}"
+        return [f"{prefix}.{name} {field_value(value)} {stamp}"
                 for name, value in self.fields.items()]
-
-
-def _escape_tag(value: str) -> str:
-    return str(value).replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=").replace(" ", "\\ ")
-
-
-def _field_value(value: float) -> str:
-    return repr(float(value))
 
 
 def _graphite_segment(value: str) -> str:
@@ -156,105 +143,39 @@ class SinkReport:
         return text
 
 
-class BatchingSink:
-    """Queue points; a background thread sends them in batches.
-
-    ``write`` never blocks: when the queue is full (the server is far behind
-    or gone) points are dropped and counted as unsent.
-    """
+class BatchingSink(BufferedSink):
+    """Points buffered and sent in batches by a background thread
+    (:class:`pssh.poll.sinks.BufferedSink`, the poller's): ``write`` never blocks; when
+    the buffer is full, or a batch fails (no retries: a benchmark does not wait for its
+    database), points are dropped and counted as unsent."""
 
     name = "sink"
 
     def __init__(self, batch_size: int = 1000, flush_seconds: float = 1.0,
-                 max_queued: int = 200_000) -> None:
-        self.report = SinkReport(self.name)
-        self._queue: "queue.Queue[Optional[Point]]" = queue.Queue(max_queued)
-        self._batch_size = batch_size
-        self._flush_seconds = flush_seconds
-        self._thread = threading.Thread(target=self._run, name=f"{self.name} writer",
-                                        daemon=True)
-        self._thread.start()
+                 max_queued: int = 200_000, **options) -> None:
+        super().__init__(max_buffered=max_queued, batch_size=batch_size,
+                         flush_interval=flush_seconds, retry=False, **options)
 
-    def write(self, points: Sequence[Point]) -> None:
+    def write(self, points: Sequence[Point]) -> None:  # type: ignore[override]
         for point in points:
-            try:
-                self._queue.put_nowait(point)
-            except queue.Full:
-                self.report.unsent += 1
+            super().write(point)
 
-    def close(self, timeout: float = 30.0) -> SinkReport:
-        self._queue.put(None)
-        self._thread.join(timeout)
-        if self._thread.is_alive():
-            self.report.errors.append(f"still sending after {timeout} s")
-        while True:  # whatever the writer did not get to
-            try:
-                if self._queue.get_nowait() is not None:
-                    self.report.unsent += 1
-            except queue.Empty:
-                break
-        return self.report
+    def _encode(self, point: Point) -> str:
+        return point.line_protocol()
 
-    def _run(self) -> None:
-        batch: List[Point] = []
-        closing = False
-        while not closing:
-            deadline = time.monotonic() + self._flush_seconds
-            while len(batch) < self._batch_size:
-                try:
-                    point = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                if point is None:
-                    closing = True
-                    break
-                batch.append(point)
-            if batch:
-                try:
-                    self._send(batch)
-                    self.report.sent += len(batch)
-                except (OSError, ValueError) as err:
-                    self.report.unsent += len(batch)
-                    if not self.report.errors or self.report.errors[-1] != str(err):
-                        log.warning("%s: %d points not sent: %s", self.name, len(batch), err)
-                        self.report.errors.append(str(err))
-                batch = []
-
-    def _send(self, batch: List[Point]) -> None:
-        raise NotImplementedError
+    def close(self, timeout: float = 30.0) -> SinkReport:  # type: ignore[override]
+        super().close(timeout)
+        return SinkReport(self.name, self.sent, self.dropped,
+                          [self.last_error] if self.last_error else [])
 
 
-class InfluxV1Sink(BatchingSink):
+class InfluxV1Sink(InfluxDB1Sink, BatchingSink):
     """InfluxDB 1.x: line protocol to ``/write?db=...`` (the database is created)."""
 
     def __init__(self, url: str, database: str, username: Optional[str] = None,
                  password: Optional[str] = None, timeout: float = 5.0, **kwargs) -> None:
-        self.name = f"InfluxDB 1.x {url} db={database}"
-        self.url = url.rstrip("/")
-        self.database = database
-        self._auth = {"u": username, "p": password} if username else {}
-        self._timeout = timeout
-        self._created = False
-        super().__init__(**kwargs)
-
-    def _post(self, path: str, params: dict, body: bytes) -> None:
-        query = urllib.parse.urlencode({**params, **self._auth})
-        request = urllib.request.Request(f"{self.url}{path}?{query}", data=body, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self._timeout) as response:
-                response.read()
-        except urllib.error.HTTPError as err:
-            detail = err.read().decode(errors="replace").strip()
-            raise ValueError(f"HTTP {err.code} from {self.url}{path}: {detail}") from None
-        except urllib.error.URLError as err:
-            raise OSError(f"cannot reach {self.url}: {err.reason}") from None
-
-    def _send(self, batch: List[Point]) -> None:
-        if not self._created:
-            self._post("/query", {"q": f'CREATE DATABASE "{self.database}"'}, b"")
-            self._created = True
-        body = "\n".join(p.line_protocol() for p in batch).encode()
-        self._post("/write", {"db": self.database, "precision": "ns"}, body)
+        super().__init__(url, database, username=username, password=password,
+                         timeout=timeout, **kwargs)
 
 
 class GraphiteSink(BatchingSink):
@@ -283,11 +204,9 @@ class GraphiteSink(BatchingSink):
             raise OSError(f"cannot send to {self._address[0]}:{self._address[1]}: "
                           f"{err.strerror or err}") from None
 
-    def close(self, timeout: float = 30.0) -> SinkReport:
-        report = super().close(timeout)
+    def _close_destination(self) -> None:
         if self._sock is not None:
             self._sock.close()
-        return report
 
 
 class InfluxV2Sink:
