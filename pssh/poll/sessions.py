@@ -1,0 +1,266 @@
+"""One persistent SSH connection per host, reused for every poll (a channel per check run).
+
+A :class:`HostSession` connects with the public gevent client
+(:class:`pssh.clients.SSHClient`), so the OpenSSH client config, known_hosts
+verification, keys, the agent and jump hosts work exactly as for ``pssh run``;
+keepalives are the client's (``keepalive_seconds``, ``keepalive_count_max``).
+
+Connecting happens in the host's own poll (bounded by the connect timeout, not part of
+the poll's response time). A failed or lost connection is tried again after an
+exponential backoff with jitter; until then the host's polls say "down" at once
+instead of waiting. A command that misses its deadline has its channel closed; if the
+server does not even answer that close within a short grace, the whole connection is
+dropped (a hung host) and made anew by a later poll.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Optional, Union
+
+import gevent
+from gevent.lock import Semaphore
+
+from pssh import exceptions as exc
+from pssh.clients import SSHClient
+from pssh.clients.native.jump import JumpHosts
+from pssh.options import ConnectOptions
+from pssh.ssh_config import SSHConfig
+
+log = logging.getLogger("pssh.poll.sessions")
+
+#: Bytes of a command's standard output kept (the rest is read and dropped), and of its
+#: standard error (the last ones): a runaway command cannot fill the poller's memory.
+MAX_OUTPUT = 1 << 20
+
+#: Seconds the server gets to answer the close of a channel whose command missed its
+#: deadline before its connection counts as hung and is dropped.
+CLOSE_GRACE = 2.0
+
+
+class HostDown(exc.ConnectionError):
+    """No connection to the host (connecting failed, the connection was lost, or a
+    reconnection is not due yet); names the host, port and cause."""
+
+
+class PollTimeout(exc.Timeout):
+    """The command did not end within the poll's deadline."""
+
+
+class _NotStarted(Exception):
+    """The connection failed before the command started (the cause is chained)."""
+
+
+@dataclass(frozen=True)
+class CommandOutput:
+    """How one check's command ended."""
+
+    exit_code: Optional[int]
+    stdout: str
+    stderr: str
+    response_time: float
+
+
+class Backoff:
+    """Delays between connection attempts: ``base * 2**(failures-1)`` capped at
+    ``maximum``, each drawn uniformly from [half, all] of that (jitter, so a fleet that
+    lost its connections at once does not come back at once)."""
+
+    def __init__(self, base: float = 1.0, maximum: float = 60.0,
+                 rng: Callable[[], float] = random.random) -> None:
+        if base <= 0 or maximum < base:
+            raise ValueError(f"backoff needs 0 < base <= maximum, not {base}, {maximum}")
+        self.base = base
+        self.maximum = maximum
+        self.failures = 0
+        self._rng = rng
+
+    def next_delay(self) -> float:
+        """Count one more failure; the seconds to wait before the next attempt."""
+        self.failures += 1
+        full = min(self.maximum, self.base * 2 ** min(self.failures - 1, 30))
+        return full * (0.5 + self._rng() / 2)
+
+    def reset(self) -> None:
+        self.failures = 0
+
+
+def _read_capped(chunks) -> bytes:
+    """The first :data:`MAX_OUTPUT` bytes of a stream, read to its end."""
+    kept, size = [], 0
+    for chunk in chunks:
+        if size < MAX_OUTPUT:
+            kept.append(chunk[:MAX_OUTPUT - size])
+        size += len(chunk)
+    if size > MAX_OUTPUT:
+        log.debug("output of %d bytes cut to %d", size, MAX_OUTPUT)
+    return b"".join(kept)
+
+
+class HostSession:
+    """The connection to one host and the lock that keeps one poll in flight on it.
+
+    ``options`` are the host's settings (as the parallel client layers them), ``jumps``
+    the jump host sessions shared by the hosts behind them.
+    """
+
+    def __init__(self, host: str, options: ConnectOptions, *,
+                 ssh_config: Union[str, SSHConfig, bool, None] = None,
+                 jumps: Optional[JumpHosts] = None, backoff: Optional[Backoff] = None) -> None:
+        self.host = host
+        self.options = options
+        self._ssh_config = ssh_config
+        self._jumps = jumps
+        self.port = int(options.port or 22)  # the real one once connected (ssh config)
+        self.backoff = backoff or Backoff()
+        self.lock = Semaphore()
+        self.client: Optional[SSHClient] = None
+        self.connects = 0
+        self.last_error: Optional[str] = None
+        self._next_attempt = 0.0
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        return self.client is not None and self.client.session is not None
+
+    def _where(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    # -- connecting --------------------------------------------------------------------
+
+    def connect(self) -> SSHClient:
+        """The connected client: the current one, or a new connection when it is due
+        (:class:`HostDown` otherwise, or when connecting fails)."""
+        if self.connected:
+            return self.client
+        self._drop()
+        if self._closed:
+            raise HostDown("%s: the poller is closed", self._where(), host=self.host,
+                           port=self.port)
+        wait = self._next_attempt - time.monotonic()
+        if wait > 0:
+            raise HostDown("%s: down (%s); next connection attempt in %.1f s", self._where(),
+                           self.last_error, wait, host=self.host, port=self.port)
+        try:
+            client = SSHClient(self.host, ssh_config=self._ssh_config,
+                               _jump_hosts=self._jumps, _options=self.options)
+        except Exception as err:
+            self._failed(f"cannot connect: {err}")
+            raise HostDown("%s: %s", self._where(), self.last_error, host=self.host,
+                           port=self.port) from err
+        if self._closed:  # closed while connecting
+            client.close()
+            raise HostDown("%s: the poller is closed", self._where(), host=self.host,
+                           port=self.port)
+        self.client, self.port = client, client.port
+        self.connects += 1
+        self.backoff.reset()
+        self._next_attempt = 0.0
+        log.info("%s: connected (connection %d)", self._where(), self.connects)
+        return client
+
+    def _failed(self, reason: str) -> None:
+        """The connection failed or was lost: drop it, wait before trying again."""
+        self._drop()
+        self.last_error = reason
+        delay = self.backoff.next_delay()
+        self._next_attempt = time.monotonic() + delay
+        log.warning("%s: %s; next connection attempt in %.1f s", self._where(), reason, delay)
+
+    def lost(self, reason: str) -> None:
+        """The connection that worked is lost (a poll found it dead or hung): drop it; the
+        first attempt to connect again may be made at once (the backoff starts when
+        that fails)."""
+        self._drop()
+        self.last_error = reason
+        self._next_attempt = 0.0
+        log.warning("%s: %s", self._where(), reason)
+
+    def _drop(self) -> None:
+        client, self.client = self.client, None
+        if client is not None:
+            try:
+                client.close()  # says goodbye without waiting for the server
+            except Exception as err:
+                log.debug("%s: closing: %s", self._where(), err)
+
+    # -- running -----------------------------------------------------------------------
+
+    def run(self, command: str, deadline: float, encoding: str = "utf-8") -> CommandOutput:
+        """Run ``command`` on a new channel of the connection, to its end, within
+        ``deadline`` seconds (from when it is started; connecting comes first and is not
+        counted). :class:`HostDown` without a connection, :class:`PollTimeout` past the
+        deadline. Call with :attr:`lock` held."""
+        client = self.connect()
+        try:
+            return self._run_on(client, command, deadline, encoding)
+        except _NotStarted as err:
+            # The connection died before the command started (a server restarted since
+            # the last poll, say): nothing ran, so one new connection may try again now.
+            self.lost(f"connection lost: {err.__cause__}")
+        client = self.connect()
+        try:
+            return self._run_on(client, command, deadline, encoding)
+        except _NotStarted as err:
+            self.lost(f"connection lost: {err.__cause__}")
+            raise HostDown("%s: %s", self._where(), self.last_error, host=self.host,
+                           port=self.port) from err.__cause__
+
+    def _run_on(self, client: SSHClient, command: str, deadline: float,
+                encoding: str) -> CommandOutput:
+        started = time.monotonic()
+        timer = gevent.Timeout(deadline)
+        timer.start()
+        output = None
+        try:
+            output = client.run_command(command, encoding=encoding)
+            stdout = _read_capped(output.buffers.stdout.rw_buffer.chunks())
+            client.wait_finished(output)
+            stderr = output.buffers.stderr.rw_buffer.take()[-MAX_OUTPUT:]
+            exit_code = output.exit_code
+        except gevent.Timeout as fired:
+            if fired is not timer:
+                raise
+            self._abandon(client, output)
+            raise PollTimeout("%s: no answer within %s s", self._where(), deadline,
+                              host=self.host, port=self.port) from None
+        except Exception as err:
+            gone = isinstance(err, (exc.ConnectionError, exc.SessionError, exc.Timeout,
+                                    OSError)) or not self.connected
+            if not gone:
+                raise
+            if output is None:
+                raise _NotStarted() from err
+            self.lost(f"connection lost: {err}")
+            raise HostDown("%s: %s", self._where(), self.last_error, host=self.host,
+                           port=self.port) from err
+        finally:
+            timer.close()
+        return CommandOutput(exit_code, stdout.decode(encoding, "replace"),
+                             stderr.decode(encoding, "replace"), time.monotonic() - started)
+
+    def _abandon(self, client: SSHClient, output) -> None:
+        """A command missed its deadline: close its channel; a server that does not answer
+        even that within :data:`CLOSE_GRACE` is hung, and its connection is dropped."""
+        if output is None or not self.connected:
+            self.lost("no answer to starting the command")
+            return
+        try:
+            with gevent.Timeout(CLOSE_GRACE):
+                client.close_channel(output.channel)
+        except gevent.Timeout:
+            self.lost(f"no answer within {CLOSE_GRACE} s to closing a channel")
+        except Exception as err:
+            self.lost(f"closing a channel failed: {err}")
+
+    def close(self) -> None:
+        """Close the connection now; no new one is made afterwards."""
+        self._closed = True
+        self._drop()
+
+
+__all__ = ["Backoff", "CLOSE_GRACE", "CommandOutput", "HostDown", "HostSession",
+           "PollTimeout"]
