@@ -1,4 +1,4 @@
-"""The ``pssh`` command: run, copy and fetch across many hosts at once.
+"""The ``pssh`` command: run, copy and fetch across many hosts at once; poll them.
 
 The arguments are parsed before anything heavy is imported: ``pssh --help`` and
 usage errors never load gevent, the clients or rich (a third of a second).
@@ -20,5 +20,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.subcommand == "hosts":
         from pssh.cli.hosts import print_hosts
         return print_hosts(args)
+    if args.subcommand == "poll":
+        from pssh.cli.poll_run import run as poll
+        return poll(args)
     from pssh.cli.run import run
     return run(args)

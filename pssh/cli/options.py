@@ -1,4 +1,5 @@
-"""The ``pssh`` argument parser: subcommands ``run``, ``copy``, ``fetch``."""
+"""The ``pssh`` argument parser: subcommands ``run``, ``copy``, ``fetch``, ``ping``,
+``poll`` (its own options in :mod:`pssh.cli.poll`), ``hosts``."""
 from __future__ import annotations
 
 import argparse
@@ -90,7 +91,7 @@ class Parser(argparse.ArgumentParser):
         sys.exit(EXIT_USAGE)
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
+def _common(parser: argparse.ArgumentParser, subcommand: str) -> None:
     parser.add_argument("--help", action="help", help="show this help and exit")
     hosts = parser.add_argument_group("hosts")
     hosts.add_argument("-H", "--host", dest="host_specs", action="append", default=[],
@@ -106,6 +107,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
     conn = parser.add_argument_group("connection")
     conn.add_argument("-l", "--user", help="login name (default: ssh config, then you)")
     conn.add_argument("--port", type=int, help="port (default: ssh config, then 22)")
+    if subcommand != "poll":  # (poll's own options: pssh.cli.poll)
+        _run_options(conn)
+    _login_options(conn)
+    if subcommand != "poll":
+        _output_options(parser)
+
+
+def _run_options(conn) -> None:
     conn.add_argument("-p", "-f", "--parallel", "--fanout", type=int, default=100, metavar="N",
                       dest="parallel", help="hosts worked on at once, in host order, in all "
                       "(also with --processes or --scheduler; default 100)")
@@ -123,6 +132,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
                            "command again elsewhere (otherwise it fails)")
     conn.add_argument("-t", "--timeout", type=float, metavar="SECONDS",
                       help="time each host may take in all (default: no limit)")
+
+
+def _login_options(conn) -> None:
     conn.add_argument("--connect-timeout", type=float, default=10, metavar="SECONDS",
                       help="time to connect and log in (default 10)")
     conn.add_argument("-k", "--key", metavar="FILE", help="private key file")
@@ -141,6 +153,9 @@ def _common(parser: argparse.ArgumentParser) -> None:
     conn.add_argument("--known-hosts", metavar="FILE", help="known_hosts file")
     conn.add_argument("--host-key-policy", choices=("strict", "accept-new", "off"),
                       help="unknown or changed host keys (default: ssh config, then accept-new)")
+
+
+def _output_options(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON object per host, as it ends")
     out.add_argument("--color", choices=("auto", "always", "never"), default="auto")
@@ -173,7 +188,7 @@ def build() -> argparse.ArgumentParser:
                     "SSH at once.", epilog=EXIT_TEXT,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action=_Version)
-    sub = parser.add_subparsers(dest="subcommand", metavar="{run,copy,fetch,ping,hosts}",
+    sub = parser.add_subparsers(dest="subcommand", metavar="{run,copy,fetch,ping,poll,hosts}",
                                 parser_class=Parser)
     sub.required = True
     hosts = sub.add_parser("hosts", help=DESCRIPTIONS["hosts"],
@@ -190,13 +205,18 @@ def build() -> argparse.ArgumentParser:
     shown = hosts.add_mutually_exclusive_group()
     shown.add_argument("--fold", action="store_true", help="print them folded into ranges")
     shown.add_argument("--count", action="store_true", help="print how many there are")
-    for name in ("run", "copy", "fetch", "ping"):
-        p = sub.add_parser(name, add_help=False, help=DESCRIPTIONS[name],
-                           description=DESCRIPTIONS[name],
-                           epilog=textwrap.dedent(EXAMPLES[name]) + EXIT_TEXT,
-                           formatter_class=argparse.RawDescriptionHelpFormatter)
-        _common(p)
-        if name == "run":
+    for name in ("run", "copy", "fetch", "ping", "poll"):
+        if name == "poll":
+            from pssh.cli import poll
+            description, epilog = poll.DESCRIPTION, poll.EPILOG
+        else:
+            description, epilog = DESCRIPTIONS[name], textwrap.dedent(EXAMPLES[name]) + EXIT_TEXT
+        p = sub.add_parser(name, add_help=False, help=description, description=description,
+                           epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter)
+        _common(p, name)
+        if name == "poll":
+            poll.add_arguments(p)
+        elif name == "run":
             p.add_argument("-i", "--inline", action="store_true",
                            help="print each host's output as one block when it ends")
             p.add_argument("-b", "--gather", action="store_true",
@@ -239,6 +259,9 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
 def _check(args: argparse.Namespace) -> None:
     if args.subcommand == "hosts":
         return
+    if args.subcommand == "poll":
+        from pssh.cli import poll
+        poll.check(args)
     if args.subcommand == "run":
         shown = [flag for flag, on in (("--json", args.json), ("-i", args.inline),
                                        ("-b", args.gather), ("--diff", args.diff)) if on]
@@ -256,18 +279,18 @@ def _check(args: argparse.Namespace) -> None:
             raise UsageError("--embedded takes 1 to 250 hosts")
     elif not args.host_specs and not args.host_files:
         raise UsageError("no hosts given: use -H \"host ...\", -h FILE or --embedded N")
-    if args.parallel < 1:
+    if getattr(args, "parallel", 1) < 1:
         raise UsageError("--parallel must be at least 1")
     if args.processes == 1:
         args.processes = None  # one process: the plain client
     if args.scheduler is not None:
-        if args.subcommand != "run":
-            raise UsageError("--scheduler works with run only")
+        if args.subcommand not in ("run", "poll"):
+            raise UsageError("--scheduler works with run and poll only")
         if args.processes is not None:
             raise UsageError("--processes cannot be used with --scheduler")
-    elif args.idempotent:
+    elif getattr(args, "idempotent", False):
         raise UsageError("--idempotent goes with --scheduler")
     for name in ("timeout", "connect_timeout"):
-        value = getattr(args, name)
+        value = getattr(args, name, None)
         if value is not None and value <= 0:
             raise UsageError(f"--{name.replace('_', '-')} must be positive")

@@ -1,0 +1,126 @@
+"""Carrying out ``pssh poll``: hosts and connection settings as ``pssh run`` gathers them,
+the outputs asked for, a :class:`~pssh.poll.Poller` (or, with ``--processes`` /
+``--scheduler``, a :class:`~pssh.poll.shards.ShardedPoller`), and the signals.
+
+SIGINT and SIGTERM stop the run: the poller stops its polls, writes its last health
+report, flushes the outputs (at most ``--flush-timeout`` seconds) and closes every
+connection; pssh then exits with 130 or 143. A second signal while stopping exits at
+once (what was not sent yet is counted as dropped in the summary).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+from typing import List
+
+import gevent
+
+from pssh.cli.hosts import HostSpec, UsageError
+from pssh.cli.run import _connect_options, _hosts, _ssh_config
+from pssh.config import HostConfig
+from pssh.options import ConnectOptions
+
+log = logging.getLogger("pssh.cli")
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+def run(args) -> int:
+    """Carry out ``pssh poll`` (``args`` parsed by :func:`pssh.cli.options.parse`)."""
+    try:
+        with _hosts(args) as (hosts, base, config):
+            return _poll(args, hosts, _connect_options(args, base), _ssh_config(args, config))
+    except UsageError as err:
+        args.error(str(err))
+    except KeyboardInterrupt:  # before the run began (a password prompt, say)
+        sys.stderr.write("pssh: interrupted\n")
+        return EXIT_CODES[signal.SIGINT]
+    return EXIT_USAGE
+
+
+def make_sinks(args) -> list:
+    """The outputs the options ask for."""
+    from pssh.poll.sinks import InfluxDB1Sink, InfluxDB2Sink, JSONLinesSink, LineProtocolSink
+    common = dict(max_buffered=args.buffer, tags=dict(args.tags))
+    sinks: list = []
+    if args.output == "lp":
+        sinks.append(LineProtocolSink(sys.stdout, **common))
+    elif args.output == "json":
+        sinks.append(JSONLinesSink(sys.stdout, **common))
+    if args.influx_db is not None:
+        sinks.append(InfluxDB1Sink(args.influx_url, args.influx_db, username=args.influx_user,
+                                   password=os.environ.get("INFLUX_PASSWORD"), **common))
+    elif args.influx_token is not None:
+        sinks.append(InfluxDB2Sink(args.influx_url, args.influx_token, args.influx_org,
+                                   args.influx_bucket, **common))
+    return sinks
+
+
+def _logging(args) -> None:
+    level = max(logging.DEBUG, logging.WARNING - 10 * args.verbose)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("pssh: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
+
+
+def _poll(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> int:
+    from dataclasses import replace
+
+    from pssh.poll.poller import Poller
+    from pssh.poll.shards import ShardedPoller
+    _logging(args)
+    checks = args.check_list
+    if args.deadline is not None:
+        checks = [replace(c, timeout=args.deadline) for c in checks]
+    settings = dict(connect.given(), host_config=[HostConfig(user=h.user, port=h.port)
+                                                  for h in hosts], ssh_config=config)
+    sinks = make_sinks(args)
+    common = dict(buckets=args.bucket_rule, sinks=sinks, health_interval=args.health_interval,
+                  workers_per_bucket=args.workers)
+    names = [h.host for h in hosts]
+    try:
+        if args.processes is not None or args.scheduler is not None:
+            poller = ShardedPoller(names, checks, processes=args.processes,
+                                   scheduler=args.scheduler, **common, **settings)
+        else:
+            poller = Poller(names, checks, stop_timeout=args.flush_timeout, **common,
+                            **settings)
+    except (ValueError, TypeError) as err:
+        for sink in sinks:
+            sink.close(0)
+        raise UsageError(str(err)) from None
+    stopped_by: List[int] = []
+
+    def signalled(signum: int) -> None:
+        if stopped_by:  # a second signal: exit now
+            sys.stderr.write("pssh: stopped at once\n")
+            os._exit(EXIT_CODES[stopped_by[0]])
+        stopped_by.append(signum)
+        log.info("%s: stopping", signal.Signals(signum).name)
+        poller.stop()
+
+    handlers = [gevent.signal_handler(signum, signalled, signum) for signum in EXIT_CODES]
+    log.info("polling %d hosts, %d checks, buckets %s", len(names), len(checks),
+             args.bucket_rule)
+    try:
+        poller.run(args.duration)
+    finally:
+        for handler in handlers:
+            handler.cancel()
+        for sink in sinks:  # (the poller closed them; this is for a failed start)
+            sink.close(args.flush_timeout)
+    health = poller.health()
+    dropped = sum(s.dropped for s in sinks)
+    sys.stderr.write(f"pssh poll: {health.polls} polls of {len(names)} hosts; "
+                     f"{sum(s.sent for s in sinks)} points written"
+                     + (f", {dropped} dropped" if dropped else "") + "\n")
+    if stopped_by:
+        sys.stderr.write("pssh: interrupted\n" if stopped_by[0] == signal.SIGINT
+                         else "pssh: terminated\n")
+        return EXIT_CODES[stopped_by[0]]
+    if getattr(poller, "errors", None):
+        return EXIT_FAILED
+    return EXIT_OK
