@@ -1,0 +1,332 @@
+"""The poller against real sshd hosts on loopback: values, bucket moves, one connection per
+host, reconnection after a crash, a hung host, stopping.
+
+Timing is never asserted: bucket moves are checked by replaying each (host, check)'s
+observed response times through the bucket rule and comparing with the bucket every
+result was polled in; deadlines here only catch hangs.
+"""
+import os
+import signal
+import time
+
+import gevent
+import pytest
+
+from pssh.poll import Buckets, Check, Poller, PollResult, Upgrade, loadavg
+from pssh.sshd import ServerGroup
+from processes import stopped
+
+HANG = 60  # seconds: only a hang takes this long
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(3, first_address=141) as g:
+        yield g
+
+
+def settings(group):
+    return dict(port=group.port, pkey=group.keys.private(), known_hosts=group.known_hosts_file(),
+                host_key_policy="strict", allow_agent=False, identity_auth=False,
+                connect_timeout=5)
+
+
+class ListSink:
+    """A sink that keeps what it gets (a real object with the sink interface)."""
+
+    def __init__(self):
+        self.items, self.flushed, self.closed = [], 0, False
+        self.dropped = self.buffered = 0
+
+    @property
+    def sent(self):
+        return len(self.items)
+
+    def write(self, item):
+        assert not self.closed, "written after close"
+        self.items.append(item)
+
+    def flush(self, timeout):
+        self.flushed += 1
+
+    def close(self, timeout=10.0):
+        self.closed = True
+
+
+def wait_until(condition, timeout=HANG, what="condition"):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        gevent.sleep(0.05)
+
+
+def accepted(server):
+    return server.read_log(None).count("Accepted publickey")
+
+
+def slow_check(folder, name="load", **kwargs):
+    """/proc/loadavg after sleeping as many seconds as the host's file in ``folder`` says
+    (the test writes it; the host is the server address of the SSH connection)."""
+    command = (f"sleep $(cat {folder}/slow_$(echo $SSH_CONNECTION | cut -d' ' -f3) "
+               f"2>/dev/null || echo 0); cat /proc/loadavg")
+    return Check(name, command, loadavg, **kwargs)
+
+
+def set_slow(folder, host, seconds):
+    (folder / f"slow_{host}").write_text(f"{seconds}\n")
+
+
+def of(results, host, check="load"):
+    return [r for r in results if r.host == host and r.check == check]
+
+
+def replay(results, buckets):
+    """Check that every result was polled in the bucket the rule puts it in, given the
+    response times and statuses before it; returns the final state."""
+    state = buckets.state()
+    for r in results:
+        assert r.bucket == state.interval, (r, state)
+        state.observe(r.response_time, r.status == "ok", down=r.status == "down")
+    return state
+
+
+def assert_on_schedule(results):
+    """Each pair's polls were due one interval (of the bucket it moved to) apart, or whole
+    intervals when rounds were skipped: none lost, none twice."""
+    for a, b in zip(results, results[1:]):
+        rounds = (b.time - a.time) / b.bucket
+        assert rounds >= 0.999 and abs(rounds - round(rounds)) < 1e-3, (a, b)
+
+
+def test_values_from_real_commands_over_one_connection_per_host(group):
+    before = {s.address: accepted(s) for s in group}
+    results, sink = [], ListSink()
+    checks = [Check("load", "cat /proc/loadavg", loadavg),
+              Check("kv", "echo name=$(echo $SSH_CONNECTION | cut -d' ' -f3); echo n: 7",
+                    parser=__import__("pssh.poll", fromlist=["key_value"]).key_value),
+              Check("fails", "echo no such thing >&2; exit 3"),
+              Check("garbage", "echo not-a-number")]
+    poller = Poller(group.hosts, checks, buckets=Buckets.parse("0.5s,1s,2s"),
+                    sinks=[sink], on_result=results.append, health_interval=0.5,
+                    **settings(group))
+    runner = gevent.spawn(poller.run)
+    wait_until(lambda: all(len(of(results, h, "load")) >= 4 for h in group.hosts),
+               what="4 polls of every host")
+    poller.stop()
+    runner.get(timeout=HANG)
+    for host in group.hosts:
+        load = [r for r in of(results, host) if r.ok]
+        assert load and set(load[0].values) == {"load1", "load5", "load15", "running",
+                                                 "total"}
+        assert all(r.port == group.port and r.time <= r.started for r in load)
+        kv = [r for r in of(results, host, "kv") if r.ok]
+        assert kv and kv[0].values == {"name": host, "n": 7}
+        failed = of(results, host, "fails")
+        assert failed and all(r.status == "failed" and r.exit_code == 3 for r in failed)
+        assert f"{host}:{group.port}" in failed[0].error and "no such thing" in failed[0].error
+        garbage = of(results, host, "garbage")
+        assert garbage[0].status == "failed" and "cannot parse" in garbage[0].error
+        assert garbage[0].values == {}
+    # One SSH connection per host, however many polls went over it.
+    for server in group:
+        assert accepted(server) - before[server.address] == 1
+        assert poller.sessions[server.address].connects == 1
+    # Everything went to the sink too, then the sink was flushed and closed.
+    polled = [i for i in sink.items if isinstance(i, PollResult)]
+    assert polled == results and sink.flushed >= 1 and sink.closed
+    health = [i for i in sink.items if not isinstance(i, PollResult)]
+    assert health and health[-1].polls == len(results) and health[-1].reconnects == 0
+    assert sum(health[-1].hosts_per_bucket.values()) == len(group.hosts) * len(checks)
+    # Stopped: every connection closed.
+    assert all(not s.connected for s in poller.sessions.values())
+
+
+def test_a_slow_host_moves_down_at_once_and_back_up_after_count_fast_answers(group,
+                                                                             tmp_path):
+    slow, steady = group.hosts[0], group.hosts[1]
+    buckets = Buckets((0.5, 1.5), Upgrade.parse("count:2"))
+    results = []
+    before = accepted(group.servers[0])
+    poller = Poller([slow, steady], [slow_check(tmp_path)], buckets=buckets,
+                    on_result=results.append, **settings(group))
+    runner = gevent.spawn(poller.run)
+    try:
+        wait_until(lambda: len(of(results, slow)) >= 2, what="first polls")
+        set_slow(tmp_path, slow, 0.8)  # past 0.5 s (a timeout there), in time for 1.5 s
+        wait_until(lambda: poller.states()[(slow, "load")].interval == 1.5, what="downgrade")
+        wait_until(lambda: any(r.ok and r.bucket == 1.5 for r in of(results, slow)),
+                   what="a slow answer in the slower bucket")
+        set_slow(tmp_path, slow, 0)
+        wait_until(lambda: poller.states()[(slow, "load")].interval == 0.5, what="upgrade")
+        wait_until(lambda: of(results, slow)[-1].bucket == 0.5, what="a poll after it")
+    finally:
+        poller.stop()
+        runner.get(timeout=HANG)
+    mine = of(results, slow)
+    replay(mine, buckets)
+    replay(of(results, steady), buckets)
+    assert_on_schedule(mine)
+    first_slow = next(i for i, r in enumerate(mine) if r.status != "ok" or r.response_time > 0.5)
+    assert mine[first_slow].bucket == 0.5 and mine[first_slow + 1].bucket == 1.5  # at once
+    # Back up only after 2 answers in a row fast enough for 0.5 s.
+    up = next(i for i in range(first_slow + 1, len(mine)) if mine[i].bucket == 0.5)
+    assert all(r.ok and r.response_time <= 0.5 for r in mine[up - 2:up])
+    assert mine[up - 2].bucket == mine[up - 1].bucket == 1.5
+    # The timed-out command's channel was closed; the connection stayed.
+    assert any(r.status == "timeout" for r in mine)
+    assert accepted(group.servers[0]) - before == 1
+
+
+def test_the_dynamic_count_grows_while_the_host_stays_slow(group, tmp_path):
+    host = group.hosts[2]
+    buckets = Buckets((0.5, 1.5), Upgrade.parse("dynamic:1..3"))
+    results = []
+    set_slow(tmp_path, host, 0.8)
+    poller = Poller([host], [slow_check(tmp_path, timeout=1.4)], buckets=buckets,
+                    on_result=results.append, **settings(group))
+    runner = gevent.spawn(poller.run)
+    state = poller.states()[(host, "load")]
+    try:
+        wait_until(lambda: state.interval == 1.5, what="downgrade")
+        assert state.count == 1  # reset to the minimum on the downgrade
+        wait_until(lambda: state.count == 3, what="the count grown to its maximum")
+        set_slow(tmp_path, host, 0)
+        wait_until(lambda: state.interval == 0.5, what="upgrade")
+        wait_until(lambda: of(results, host)[-1].bucket == 0.5, what="a poll after it")
+    finally:
+        poller.stop()
+        runner.get(timeout=HANG)
+    mine = of(results, host)
+    final = replay(mine, buckets)
+    assert final.count == state.count
+    up = next(i for i, r in enumerate(mine) if i and r.bucket == 0.5
+              and mine[i - 1].bucket == 1.5)
+    # The count was 3 when the host became fast, so it took 3 fast answers in a row.
+    assert all(r.ok and r.response_time <= 0.5 for r in mine[up - 3:up])
+    assert mine[up - 4].response_time > 0.5
+
+
+def test_a_crashed_sshd_is_reconnected_and_no_point_is_lost_or_doubled(group):
+    crashed = group.servers[1]
+    results, sink = [], ListSink()
+    before = accepted(crashed)
+    buckets = Buckets.parse("0.5s,1s,2s")
+    poller = Poller(group.hosts, [Check("load", "cat /proc/loadavg", loadavg)],
+                    buckets=buckets, sinks=[sink], on_result=results.append,
+                    reconnect_delay=0.2, **settings(group))
+    runner = gevent.spawn(poller.run)
+    try:
+        wait_until(lambda: len(of(results, crashed.address)) >= 3, what="first polls")
+        crashed.kill()  # sshd and its sessions SIGKILLed: the connection is gone
+        wait_until(lambda: of(results, crashed.address)[-1].status == "down",
+                   what="the host seen down")
+        crashed.start()
+        wait_until(lambda: of(results, crashed.address)[-1].ok, what="the host back")
+        count = len(of(results, crashed.address))
+        wait_until(lambda: len(of(results, crashed.address)) >= count + 2, what="more polls")
+    finally:
+        if crashed.process is None:
+            crashed.start()
+        poller.stop()
+        runner.get(timeout=HANG)
+    mine = of(results, crashed.address)
+    down = [r for r in mine if r.status == "down"]
+    assert down and f"{crashed.address}:{group.port}" in down[0].error
+    assert poller.sessions[crashed.address].connects == 2
+    assert accepted(crashed) - before == 2  # the first connection, then one reconnection
+    assert poller.health().reconnects == 1
+    for host in group.hosts:
+        replay(of(results, host), buckets)
+        assert_on_schedule(of(results, host))
+    keys = [(r.host, r.check, r.time) for r in results]
+    assert len(keys) == len(set(keys))
+    assert [i for i in sink.items if isinstance(i, PollResult)] == results
+
+
+def test_a_hung_host_holds_only_its_own_slot_and_recovers(group):
+    hung, others = group.servers[0], group.hosts[1:]
+    results = []
+    buckets = Buckets.parse("0.5s,1s,2s")
+    poller = Poller(group.hosts, [Check("load", "cat /proc/loadavg", loadavg)],
+                    buckets=buckets, on_result=results.append, reconnect_delay=0.2,
+                    **{**settings(group), "connect_timeout": 2})
+    runner = gevent.spawn(poller.run)
+    try:
+        wait_until(lambda: len(of(results, hung.address)) >= 2, what="first polls")
+        with stopped(hung):
+            wait_until(lambda: any(r.status == "down" for r in of(results, hung.address)),
+                       what="the hung host reported down")
+            during = {h: len(of(results, h)) for h in others}
+            wait_until(lambda: all(len(of(results, h)) >= during[h] + 3 for h in others),
+                       what="the other hosts polled meanwhile")
+            still_hung = len(of(results, hung.address))
+        wait_until(lambda: of(results, hung.address)[-1].ok, what="recovery after SIGCONT")
+    finally:
+        poller.stop()
+        runner.get(timeout=HANG)
+    mine = of(results, hung.address)
+    assert {r.status for r in mine[:still_hung]} >= {"timeout", "down"}
+    timeout = next(r for r in mine if r.status == "timeout")
+    assert f"{hung.address}:{group.port}" in timeout.error
+    replay(mine, buckets)
+    for host in others:
+        theirs = of(results, host)
+        assert all(r.ok for r in theirs)
+        replay(theirs, buckets)
+        assert_on_schedule(theirs)
+
+
+def test_a_host_without_sshd_is_down_at_the_slowest_bucket(group):
+    results = []
+    nobody = "127.0.0.140"  # nothing listens there on the group's port
+    buckets = Buckets.parse("0.5s,1s")
+    poller = Poller([nobody, group.hosts[0]], [Check("load", "cat /proc/loadavg", loadavg)],
+                    buckets=buckets, on_result=results.append, **settings(group))
+    runner = gevent.spawn(poller.run)
+    try:
+        wait_until(lambda: len(of(results, nobody)) >= 2, what="two polls of the dead host")
+    finally:
+        poller.stop()
+        runner.get(timeout=HANG)
+    dead = of(results, nobody)
+    assert all(r.status == "down" and r.values == {} for r in dead)
+    assert f"{nobody}:{group.port}" in dead[0].error
+    assert dead[1].bucket == 1.0 and poller.states()[(nobody, "load")].down
+    assert poller.health().hosts_down == 1
+    assert all(r.ok for r in of(results, group.hosts[0]))
+
+
+def test_stop_from_a_signal_handler_flushes_sinks_and_closes_sessions(group):
+    sink, results = ListSink(), []
+    poller = Poller(group.hosts, [Check("load", "cat /proc/loadavg", loadavg)],
+                    buckets=Buckets.fixed(0.5), sinks=[sink], on_result=results.append,
+                    **settings(group))
+    previous = signal.signal(signal.SIGUSR1, lambda *_: poller.stop())
+    try:
+        runner = gevent.spawn(poller.run)
+        wait_until(lambda: len(results) >= 6, what="some polls")
+        assert any(s.connected for s in poller.sessions.values())
+        os.kill(os.getpid(), signal.SIGUSR1)
+        runner.get(timeout=HANG)  # run() returns: the stop was taken
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert sink.closed and sink.flushed >= 1
+    assert all(not s.connected for s in poller.sessions.values())
+    count = len(results)
+    gevent.sleep(1.0)
+    assert len(results) == count  # nothing polls any more
+    with pytest.raises(RuntimeError, match="has run already"):
+        poller.run(1)
+
+
+def test_bad_arguments_are_refused_clearly(group):
+    check = Check("load", "cat /proc/loadavg", loadavg)
+    with pytest.raises(TypeError, match="unknown connection settings: colour"):
+        Poller(group.hosts, [check], colour="red")
+    with pytest.raises(ValueError, match="given twice"):
+        Poller([group.hosts[0], group.hosts[0]], [check])
+    with pytest.raises(TypeError, match="not a string"):
+        Poller(group.hosts[0], [check])
+    with pytest.raises(ValueError, match="host_config has 1 entries for 3 hosts"):
+        Poller(group.hosts, [check], host_config=[object()])
