@@ -13,28 +13,64 @@ import logging
 import os
 import signal
 import sys
-from typing import List
+from typing import List, Optional
 
 import gevent
 
 from pssh.cli.hosts import HostSpec, UsageError
 from pssh.cli.run import _connect_options, _hosts, _ssh_config
+from pssh.cli.signals import EXIT_CODES, Stopped
 from pssh.config import HostConfig
 from pssh.options import ConnectOptions
 
 log = logging.getLogger("pssh.cli")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
-EXIT_CODES = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class _Signals:
+    """SIGINT and SIGTERM, taken by the event loop from the start: before the poller
+    runs they end the command (:class:`Stopped` unwinds what was started, embedded
+    servers included); while it runs they stop it; a second one exits at once."""
+
+    def __init__(self) -> None:
+        self.poller = None
+        self.signum: Optional[int] = None
+        self._handlers: list = []
+
+    def __enter__(self) -> "_Signals":
+        self._handlers = [gevent.signal_handler(signum, self._signalled, signum)
+                          for signum in EXIT_CODES]
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for handler in self._handlers:
+            handler.cancel()
+
+    def _signalled(self, signum: int) -> None:
+        if self.signum is not None:
+            sys.stderr.write("pssh: stopped at once\n")
+            os._exit(EXIT_CODES[self.signum])
+        self.signum = signum
+        if self.poller is None:
+            gevent.get_hub().parent.throw(Stopped(signum))
+            return
+        log.info("%s: stopping", signal.Signals(signum).name)
+        self.poller.stop()
 
 
 def run(args) -> int:
     """Carry out ``pssh poll`` (``args`` parsed by :func:`pssh.cli.options.parse`)."""
     try:
-        with _hosts(args) as (hosts, base, config):
-            return _poll(args, hosts, _connect_options(args, base), _ssh_config(args, config))
+        with _Signals() as signals, _hosts(args) as (hosts, base, config):
+            return _poll(args, hosts, _connect_options(args, base), _ssh_config(args, config),
+                         signals)
     except UsageError as err:
         args.error(str(err))
+    except Stopped as stopped:
+        sys.stderr.write("pssh: interrupted\n" if stopped.signum == signal.SIGINT
+                         else "pssh: terminated\n")
+        return stopped.code
     except KeyboardInterrupt:  # before the run began (a password prompt, say)
         sys.stderr.write("pssh: interrupted\n")
         return EXIT_CODES[signal.SIGINT]
@@ -66,7 +102,8 @@ def _logging(args) -> None:
     logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
-def _poll(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> int:
+def _poll(args, hosts: List[HostSpec], connect: ConnectOptions, config,
+          signals: _Signals) -> int:
     from dataclasses import replace
 
     from pssh.poll.poller import Poller
@@ -92,24 +129,12 @@ def _poll(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> int:
         for sink in sinks:
             sink.close(0)
         raise UsageError(str(err)) from None
-    stopped_by: List[int] = []
-
-    def signalled(signum: int) -> None:
-        if stopped_by:  # a second signal: exit now
-            sys.stderr.write("pssh: stopped at once\n")
-            os._exit(EXIT_CODES[stopped_by[0]])
-        stopped_by.append(signum)
-        log.info("%s: stopping", signal.Signals(signum).name)
-        poller.stop()
-
-    handlers = [gevent.signal_handler(signum, signalled, signum) for signum in EXIT_CODES]
+    signals.poller = poller
     log.info("polling %d hosts, %d checks, buckets %s", len(names), len(checks),
              args.bucket_rule)
     try:
         poller.run(args.duration)
     finally:
-        for handler in handlers:
-            handler.cancel()
         for sink in sinks:  # (the poller closed them; this is for a failed start)
             sink.close(args.flush_timeout)
     health = poller.health()
@@ -117,10 +142,8 @@ def _poll(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> int:
     sys.stderr.write(f"pssh poll: {health.polls} polls of {len(names)} hosts; "
                      f"{sum(s.sent for s in sinks)} points written"
                      + (f", {dropped} dropped" if dropped else "") + "\n")
-    if stopped_by:
-        sys.stderr.write("pssh: interrupted\n" if stopped_by[0] == signal.SIGINT
-                         else "pssh: terminated\n")
-        return EXIT_CODES[stopped_by[0]]
+    if signals.signum is not None:
+        raise Stopped(signals.signum)
     if getattr(poller, "errors", None):
         return EXIT_FAILED
     return EXIT_OK

@@ -5,14 +5,16 @@
 Pure functions of the standard library: no I/O here.
 
 A poll result is a point of measurement ``ssh_poll`` (tags host, port, check,
-bucket, status; fields: its values, ``response_time``, ``late`` and, when the
-poll did not succeed, ``error``); the poller's health is a point of
-``ssh_poll_health``.
+bucket, status; fields: its values, ``response_time``, ``late``, ``state`` (the
+status as a number for graphs: :data:`STATE_CODES`) and, when the poll did not
+succeed, ``error``); the poller's health is a point of ``ssh_poll_health``.
 """
 from __future__ import annotations
 
 import math
 from typing import TYPE_CHECKING, Dict, Mapping, Optional, Union
+
+from pssh.poll.results import STATUSES
 
 if TYPE_CHECKING:
     from pssh.poll.results import Health, PollResult
@@ -21,7 +23,9 @@ if TYPE_CHECKING:
 RESULT_MEASUREMENT = "ssh_poll"
 HEALTH_MEASUREMENT = "ssh_poll_health"
 #: Fields every result point has; a parsed value of the same name is replaced by them.
-RESERVED_FIELDS = ("response_time", "late", "error")
+RESERVED_FIELDS = ("response_time", "late", "state", "error")
+#: ``state`` field of each status: ok 0, failed 1, timeout 2, down 3.
+STATE_CODES = {status: code for code, status in enumerate(STATUSES)}
 
 FieldValue = Union[float, int, str, bool]
 
@@ -73,7 +77,8 @@ def result_fields(result: "PollResult") -> Dict[str, FieldValue]:
     fields: Dict[str, FieldValue] = {k: v for k, v in result.values.items()
                                      if k not in RESERVED_FIELDS}
     fields["response_time"] = float(result.response_time)
-    fields["late"] = max(0.0, float(result.started - result.time))
+    fields["late"] = result.late
+    fields["state"] = STATE_CODES.get(result.status, len(STATE_CODES))
     if result.status != "ok" and result.error:
         fields["error"] = result.error
     return fields

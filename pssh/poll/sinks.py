@@ -127,6 +127,7 @@ class BufferedSink:
         self._flush_to = 0          # send without waiting until _done reaches this
         self._stopping = False
         self._stopped = False       # the sender has ended
+        self._gave_up = False       # close() counted what was left: the sender counts no more
         self._closed = False
         self.last_error: Optional[str] = None
         _start_thread(self._sender, ())
@@ -194,6 +195,7 @@ class BufferedSink:
         self._stopping = True
         while not self._stopped and time.monotonic() < deadline:
             _wait_sleep(TICK / 2)
+        self._gave_up = True
         left = len(self._buffer)
         if left:
             self._buffer.clear()
@@ -235,7 +237,11 @@ class BufferedSink:
                 batch = list(itertools.islice(self._buffer, self.batch_size))
                 try:
                     self._send(batch)
+                    if self._gave_up:  # close() counted these as dropped meanwhile
+                        return
                 except Exception as err:
+                    if self._gave_up:
+                        return
                     if self.retry and not isinstance(err, PointsRejected):
                         failures += 1  # down: keep the batch, try again later
                         if failures == 1:
