@@ -330,3 +330,22 @@ def test_bad_arguments_are_refused_clearly(group):
         Poller(group.hosts[0], [check])
     with pytest.raises(ValueError, match="host_config has 1 entries for 3 hosts"):
         Poller(group.hosts, [check], host_config=[object()])
+
+
+def test_hosts_are_reached_as_the_ssh_config_says(group, tmp_path):
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host poll-alias\n  HostName {group.hosts[0]}\n  Port {group.port}\n"
+                      f"  IdentityFile {group.keys.private('ecdsa')}\n"
+                      f"  UserKnownHostsFile {group.known_hosts_file()}\n"
+                      "  StrictHostKeyChecking yes\n")
+    results = []
+    poller = Poller(["poll-alias"], [Check("n", "echo 5")], buckets=Buckets.fixed(0.5),
+                    on_result=results.append, ssh_config=str(config), allow_agent=False)
+    runner = gevent.spawn(poller.run)
+    try:
+        wait_until(lambda: len(results) >= 2, what="two polls")
+    finally:
+        poller.stop()
+        runner.get(timeout=HANG)
+    assert all(r.ok and r.values == {"value": 5.0} for r in results)
+    assert {(r.host, r.port) for r in results} == {("poll-alias", group.port)}

@@ -31,12 +31,12 @@ from pssh.clients.base.parallel import raise_open_file_limit
 from pssh.clients.native.jump import JumpHosts
 from pssh.clients.native.single import SSHClient
 from pssh.config import HostConfig
-from pssh.options import ConnectOptions
+from pssh.options import ConnectOptions, ssh_config_of
 from pssh.poll.buckets import Buckets, HostState, spread
 from pssh.poll.checks import Check
 from pssh.poll.health import HealthCounters
 from pssh.poll.results import DOWN, FAILED, OK, TIMEOUT, Health, PollResult, Value
-from pssh.poll.sessions import Backoff, HostDown, HostSession, PollTimeout
+from pssh.poll.sessions import Backoff, HostDown, HostSession, PollTimeout, _reason
 from pssh.ssh_config import SSHConfig
 
 log = logging.getLogger("pssh.poll")
@@ -136,6 +136,7 @@ class Poller:
         self.encoding = encoding
         self._rng = random.Random(seed)
         options = _options_of(connect_settings)
+        config = ssh_config_of(ssh_config)  # parsed once for every host
         self._jumps = JumpHosts(SSHClient)
         slowest = max(b.slowest for b in self._all_buckets())
         self.sessions: Dict[str, HostSession] = {}
@@ -143,7 +144,7 @@ class Poller:
             host_options = host_config[i].options().over(options) if host_config else options
             backoff = Backoff(reconnect_delay, max(reconnect_delay, reconnect_max or slowest),
                               rng=self._rng.random)
-            self.sessions[host] = HostSession(host, host_options, ssh_config=ssh_config,
+            self.sessions[host] = HostSession(host, host_options, ssh_config=config or False,
                                               jumps=self._jumps, backoff=backoff)
         self._entries = [_Entry(self.sessions[host], check,
                                 (check.buckets or self.buckets).state())
@@ -240,7 +241,7 @@ class Poller:
         except PollTimeout as err:
             status, error = TIMEOUT, str(err)
         except Exception as err:  # any other failure is this host's, said as such
-            status, error = FAILED, f"{session.host}:{session.port}: {err}"
+            status, error = FAILED, f"{session.host}:{session.port}: {_reason(err)}"
             log.debug("%s: check %s failed", session.host, check.name, exc_info=True)
         else:
             response_time, exit_code = output.response_time, output.exit_code

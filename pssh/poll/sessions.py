@@ -87,6 +87,11 @@ class Backoff:
         self.failures = 0
 
 
+def _reason(err: BaseException) -> str:
+    """What went wrong, without the ``host:port:`` our errors lead with."""
+    return err.reason if isinstance(err, exc.PSSHError) else str(err) or type(err).__name__
+
+
 def _read_capped(chunks) -> bytes:
     """The first :data:`MAX_OUTPUT` bytes of a stream, read to its end."""
     kept, size = [], 0
@@ -102,18 +107,20 @@ def _read_capped(chunks) -> bytes:
 class HostSession:
     """The connection to one host and the lock that keeps one poll in flight on it.
 
-    ``options`` are the host's settings (as the parallel client layers them), ``jumps``
-    the jump host sessions shared by the hosts behind them.
+    ``options`` are the host's settings (as the parallel client layers them),
+    ``ssh_config`` the parsed OpenSSH client config (``False``: none), ``jumps`` the jump
+    host sessions shared by the hosts behind them.
     """
 
     def __init__(self, host: str, options: ConnectOptions, *,
-                 ssh_config: Union[str, SSHConfig, bool, None] = None,
+                 ssh_config: Union[SSHConfig, bool, None] = None,
                  jumps: Optional[JumpHosts] = None, backoff: Optional[Backoff] = None) -> None:
         self.host = host
         self.options = options
         self._ssh_config = ssh_config
         self._jumps = jumps
-        self.port = int(options.port or 22)  # the real one once connected (ssh config)
+        # The port as the ssh config makes it (results name it before any connection).
+        self.port = options.resolve(host, ssh_config or None).port
         self.backoff = backoff or Backoff()
         self.lock = Semaphore()
         self.client: Optional[SSHClient] = None
@@ -138,23 +145,22 @@ class HostSession:
             return self.client
         self._drop()
         if self._closed:
-            raise HostDown("%s: the poller is closed", self._where(), host=self.host,
-                           port=self.port)
+            raise HostDown.at(self.host, self.port, "the poller is closed")
         wait = self._next_attempt - time.monotonic()
         if wait > 0:
-            raise HostDown("%s: down (%s); next connection attempt in %.1f s", self._where(),
-                           self.last_error, wait, host=self.host, port=self.port)
+            raise HostDown.at(self.host, self.port,
+                              f"{self.last_error}; next connection attempt in {wait:.1f} s")
         try:
-            client = SSHClient(self.host, ssh_config=self._ssh_config,
+            client = SSHClient(self.host, ssh_config=self._ssh_config or False,
                                _jump_hosts=self._jumps, _options=self.options)
         except Exception as err:
-            self._failed(f"cannot connect: {err}")
-            raise HostDown("%s: %s", self._where(), self.last_error, host=self.host,
-                           port=self.port) from err
+            reason = _reason(err)
+            self._failed(reason if reason.startswith("cannot connect") else
+                         f"cannot connect: {reason}")
+            raise HostDown.at(self.host, self.port, self.last_error) from err
         if self._closed:  # closed while connecting
             client.close()
-            raise HostDown("%s: the poller is closed", self._where(), host=self.host,
-                           port=self.port)
+            raise HostDown.at(self.host, self.port, "the poller is closed")
         self.client, self.port = client, client.port
         self.connects += 1
         self.backoff.reset()
@@ -200,14 +206,13 @@ class HostSession:
         except _NotStarted as err:
             # The connection died before the command started (a server restarted since
             # the last poll, say): nothing ran, so one new connection may try again now.
-            self.lost(f"connection lost: {err.__cause__}")
+            self.lost(f"connection lost: {_reason(err.__cause__)}")
         client = self.connect()
         try:
             return self._run_on(client, command, deadline, encoding)
         except _NotStarted as err:
-            self.lost(f"connection lost: {err.__cause__}")
-            raise HostDown("%s: %s", self._where(), self.last_error, host=self.host,
-                           port=self.port) from err.__cause__
+            self.lost(f"connection lost: {_reason(err.__cause__)}")
+            raise HostDown.at(self.host, self.port, self.last_error) from err.__cause__
 
     def _run_on(self, client: SSHClient, command: str, deadline: float,
                 encoding: str) -> CommandOutput:
@@ -225,8 +230,8 @@ class HostSession:
             if fired is not timer:
                 raise
             self._abandon(client, output)
-            raise PollTimeout("%s: no answer within %s s", self._where(), deadline,
-                              host=self.host, port=self.port) from None
+            raise PollTimeout.at(self.host, self.port,
+                                 f"no answer within {deadline:g} s") from None
         except Exception as err:
             gone = isinstance(err, (exc.ConnectionError, exc.SessionError, exc.Timeout,
                                     OSError)) or not self.connected
@@ -234,9 +239,8 @@ class HostSession:
                 raise
             if output is None:
                 raise _NotStarted() from err
-            self.lost(f"connection lost: {err}")
-            raise HostDown("%s: %s", self._where(), self.last_error, host=self.host,
-                           port=self.port) from err
+            self.lost(f"connection lost: {_reason(err)}")
+            raise HostDown.at(self.host, self.port, self.last_error) from err
         finally:
             timer.close()
         return CommandOutput(exit_code, stdout.decode(encoding, "replace"),
@@ -254,7 +258,7 @@ class HostSession:
         except gevent.Timeout:
             self.lost(f"no answer within {CLOSE_GRACE} s to closing a channel")
         except Exception as err:
-            self.lost(f"closing a channel failed: {err}")
+            self.lost(f"closing a channel failed: {_reason(err)}")
 
     def close(self) -> None:
         """Close the connection now; no new one is made afterwards."""
