@@ -136,3 +136,14 @@ def test_first_polls_spread_over_the_interval():
     offsets = spread(4, 10.0, [0.5] * 4)
     assert offsets == [1.25, 3.75, 6.25, 8.75]
     assert all(0 <= o < 10 for o in spread(1000, 10.0, [0.999] * 1000))
+
+
+def test_reconnection_backoff_doubles_with_jitter_up_to_its_maximum():
+    from pssh.poll.sessions import Backoff
+    low, high = Backoff(1.0, 8.0, rng=lambda: 0.0), Backoff(1.0, 8.0, rng=lambda: 0.999999)
+    assert [low.next_delay() for _ in range(6)] == [0.5, 1.0, 2.0, 4.0, 4.0, 4.0]
+    assert [round(high.next_delay(), 3) for _ in range(5)] == [1.0, 2.0, 4.0, 8.0, 8.0]
+    low.reset()
+    assert low.next_delay() == 0.5
+    with pytest.raises(ValueError):
+        Backoff(2.0, 1.0)

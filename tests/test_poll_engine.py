@@ -13,7 +13,7 @@ import gevent
 import pytest
 
 from pssh.poll import Buckets, Check, Poller, PollResult, Upgrade, loadavg
-from pssh.sshd import ServerGroup
+from pssh.sshd import ServerGroup, free_port
 from processes import stopped
 
 HANG = 60  # seconds: only a hang takes this long
@@ -349,3 +349,45 @@ def test_hosts_are_reached_as_the_ssh_config_says(group, tmp_path):
         runner.get(timeout=HANG)
     assert all(r.ok and r.values == {"value": 5.0} for r in results)
     assert {(r.host, r.port) for r in results} == {("poll-alias", group.port)}
+
+
+def test_a_hosts_checks_take_turns_and_waiting_makes_them_late(group):
+    results = []
+    checks = [Check("a", "sleep 0.3; echo 1"), Check("b", "sleep 0.3; echo 2")]
+    poller = Poller(group.hosts[:1], checks, buckets=Buckets.fixed(0.5),
+                    on_result=results.append, **settings(group))
+    runner = gevent.spawn(poller.run)
+    try:
+        wait_until(lambda: len(results) >= 8, what="8 polls")
+    finally:
+        poller.stop()
+        runner.get(timeout=HANG)
+    spans = sorted((r.started, r.started + r.response_time) for r in results)
+    assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))
+    # 0.6 s of commands every 0.5 s on one connection: some polls must wait their turn.
+    assert poller.health().late >= 1 and max(r.late for r in results) > 0.05
+
+
+def test_a_thousand_unreachable_hosts_in_one_process(group):
+    port = free_port("127.0.10.1")  # nothing listens there: every connection is refused
+    hosts = [f"127.0.{10 + i // 250}.{1 + i % 250}" for i in range(1000)]
+    results = {}
+
+    def count(result):
+        results[result.host] = results.get(result.host, 0) + 1
+        assert result.status == "down" and result.port == port
+
+    poller = Poller(hosts, [Check("n", "echo 1")], buckets=Buckets.parse("0.5s,1s"),
+                    on_result=count, port=port, known_hosts=group.known_hosts_file(),
+                    reconnect_delay=0.1)
+    runner = gevent.spawn(poller.run)
+    try:
+        wait_until(lambda: len(results) == len(hosts) and min(results.values()) >= 2,
+                   what="two polls of every host")
+    finally:
+        poller.stop()
+        runner.get(timeout=HANG)
+    assert poller.health().hosts_down == len(hosts)
+    assert poller.health().hosts_per_bucket == {0.5: 0, 1.0: len(hosts)}
+    # The schedule holds one entry per (host, check), whatever the number of polls.
+    assert sum(len(b.heap) for b in poller._buckets.values()) <= len(hosts)

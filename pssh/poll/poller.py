@@ -19,6 +19,7 @@ import itertools
 import logging
 import math
 import random
+import resource
 import time
 from dataclasses import fields
 from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union
@@ -162,7 +163,7 @@ class Poller:
         self._running = False
         self._closed = False
         self._offset = time.time() - time.monotonic()  # monotonic -> wall clock
-        raise_open_file_limit(len(self.hosts) + 64)
+        _enough_files(len(self.hosts) + 64)
 
     def _all_buckets(self) -> List[Buckets]:
         return [self.buckets, *(c.buckets for c in self.checks if c.buckets is not None)]
@@ -378,6 +379,17 @@ class Poller:
 
     def __exit__(self, *exc_info) -> None:
         self.stop()
+
+
+def _enough_files(needed: int) -> None:
+    """One socket per host (and a few for the rest): raise the open file limit, and say
+    so when even the hard limit is too low (those hosts would fail to connect)."""
+    raise_open_file_limit(needed)
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < needed:
+        log.warning("the open file limit is %d, under the %d this poller needs (one per "
+                    "host): raise it (ulimit -n) or shard the hosts over processes", soft,
+                    needed)
 
 
 def _unique(what: str, names: Sequence[str]) -> None:
