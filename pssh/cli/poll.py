@@ -138,7 +138,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def check(args: argparse.Namespace) -> None:
     """The combinations argparse cannot check; :class:`UsageError` names the problem.
     Checks, buckets and the upgrade rule are parsed here, so a typo never starts a run."""
-    from pssh.poll.buckets import Buckets
+    from pssh.poll.buckets import Buckets, Upgrade
     from pssh.poll.checks import Check
 
     if not args.checks:
@@ -155,11 +155,14 @@ def check(args: argparse.Namespace) -> None:
     if args.interval is not None and args.upgrade is not None:
         raise UsageError("--upgrade is for --buckets: --interval polls at one interval")
     try:
-        args.bucket_rule = Buckets.fixed(args.interval) if args.interval is not None \
-            else Buckets.parse(args.buckets, args.upgrade)
+        upgrade = Upgrade.parse(args.upgrade) if args.upgrade is not None else None
     except ValueError as err:
-        raise UsageError(f"--{'upgrade' if args.upgrade and 'upgrade' in str(err) else 'buckets'}"
-                         f": {err}") from None
+        raise UsageError(f"--upgrade: {err}") from None
+    try:
+        args.bucket_rule = Buckets.fixed(args.interval) if args.interval is not None \
+            else Buckets.parse(args.buckets, upgrade)
+    except ValueError as err:
+        raise UsageError(f"--buckets: {err}") from None
     if args.workers is not None and args.workers < 1:
         raise UsageError("--workers must be at least 1")
     if args.buffer < 1:

@@ -99,6 +99,7 @@ def _logging(args) -> None:
     level = max(logging.DEBUG, logging.WARNING - 10 * args.verbose)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("pssh: %(message)s"))
+    handler.setLevel(level)  # libraries' loggers with levels of their own (Dask's) included
     logging.basicConfig(level=level, handlers=[handler], force=True)
 
 

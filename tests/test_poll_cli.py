@@ -1,0 +1,209 @@
+"""``pssh poll`` driven as a subprocess against real sshd hosts (``--embedded``) and a real
+influxd: JSON lines, signals that flush and exit 143/130, sharding over worker processes
+and Dask, usage errors.
+
+Deadlines here only catch hangs; no timing is asserted.
+"""
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from benchmarks.servers import InfluxDB1
+from processes import processes_with
+from test_cli import ENV
+
+HANG = 90  # seconds: only a hang takes this long
+LOAD = "load:loadavg=cat /proc/loadavg"
+# One number, after 1.5 s on 127.0.0.2 only (the server address of the SSH connection).
+SLOW_ON_2 = 'work=case "$SSH_CONNECTION" in *" 127.0.0.2 "*) sleep 1.5;; esac; echo 1'
+
+
+def pssh_poll(*args, timeout=HANG):
+    return subprocess.run([sys.executable, "-m", "pssh", "poll", *args], capture_output=True,
+                          text=True, timeout=timeout, env=ENV)
+
+
+def start(*args):
+    return subprocess.Popen([sys.executable, "-m", "pssh", "poll", *args], env=ENV, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def wait_for(condition, what, timeout=HANG):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {timeout} s")
+        time.sleep(0.1)
+
+
+def workers_of(pid):
+    """The shard worker processes ``pid`` started that are alive."""
+    def parent(child):
+        with open(f"/proc/{child}/stat") as fh:
+            return int(fh.read().rsplit(")", 1)[1].split()[1])
+    found = []
+    for child in processes_with("pssh.poll.shards"):
+        try:
+            if parent(child) == pid:
+                found.append(child)
+        except OSError:  # gone meanwhile
+            pass
+    return found
+
+
+def json_lines(text):
+    items = [json.loads(line) for line in text.splitlines()]
+    return ([i for i in items if i["type"] == "result"],
+            [i for i in items if i["type"] == "health"])
+
+
+@pytest.fixture(scope="module")
+def influx():
+    with InfluxDB1() as server:
+        yield server
+
+
+def count(influx, database, measurement, field):
+    """Points of ``measurement`` in ``database`` (0 before the database exists)."""
+    if [database] not in influx.query("SHOW DATABASES", database).get("series",
+                                                                          [{}])[0].get("values", []):
+        return 0
+    result = influx.query(f'SELECT count("{field}") FROM "{measurement}"', database)
+    series = result.get("series")
+    return series[0]["values"][0][1] if series else 0
+
+
+def test_json_lines_parse_and_every_host_answers():
+    done = pssh_poll("--embedded", "2", "--check", LOAD, "--check", "broken=exit 7",
+                     "--interval", "0.5s", "--duration", "3", "--health-interval", "1",
+                     "--output", "json", "--tag", "site=lab")
+    assert done.returncode == 0, done.stderr
+    results, health = json_lines(done.stdout)
+    load = [r for r in results if r["check"] == "load"]
+    assert {r["host"] for r in load} == {"127.0.0.1", "127.0.0.2"}
+    assert all(r["status"] == "ok" and r["bucket"] == 0.5 and "load1" in r["values"]
+               for r in load)
+    broken = [r for r in results if r["check"] == "broken"]
+    assert broken and all(r["status"] == "failed" and r["exit_code"] == 7 and
+                          r["error"].startswith(r["host"] + ":") for r in broken)
+    assert all(i["tags"] == {"site": "lab"} for i in results + health)
+    assert health[-1]["polls"] == len(results)
+    assert health[-1]["hosts_per_bucket"] == {"0.5": 4}
+    assert f"pssh poll: {len(results)} polls of 2 hosts" in done.stderr
+
+
+def test_sigterm_flushes_every_point_then_exits_143(influx):
+    run = start("--embedded", "2", "--check", LOAD, "--interval", "0.5s",
+                "--health-interval", "1", "--influx-url", influx.url, "--influx-db", "term")
+    try:
+        wait_for(lambda: count(influx, "term", "ssh_poll", "load1") >= 4, "points in influxd")
+        signalled = time.time()
+        run.send_signal(signal.SIGTERM)
+        _, stderr = run.communicate(timeout=HANG)
+    finally:
+        run.kill()
+    assert run.returncode == 143, stderr
+    assert "pssh: terminated" in stderr
+    written = int(stderr.split(" points written")[0].rsplit(" ", 1)[1])
+    # Every point it says it wrote is there, the last health report (written as it
+    # stopped, after the signal) included: the buffer was flushed before the exit.
+    assert count(influx, "term", "ssh_poll", "load1") + \
+        count(influx, "term", "ssh_poll_health", "polls") == written
+    last = influx.query('SELECT last("polls") FROM "ssh_poll_health"', "term")["series"][0]
+    assert last["values"][0][0] > signalled * 1e9
+    assert "dropped" not in stderr
+
+
+def test_sigint_stops_with_130_and_the_last_line_is_the_final_health():
+    run = start("--embedded", "1", "--check", LOAD, "--interval", "0.5s", "--output", "lp")
+    try:
+        first = run.stdout.readline()  # polling has begun
+        assert first.startswith("ssh_poll,")
+        run.send_signal(signal.SIGINT)
+        stdout, stderr = run.communicate(timeout=HANG)
+    finally:
+        run.kill()
+    assert run.returncode == 130, stderr
+    assert "pssh: interrupted" in stderr
+    lines = [first, *stdout.splitlines()]
+    assert lines[-1].startswith("ssh_poll_health ")
+    assert all(line.startswith("ssh_poll,bucket=") for line in lines[:-1])
+
+
+def test_processes_2_poll_every_host_each_shard_keeping_its_bucket_state():
+    run = start("--embedded", "3", "--check", SLOW_ON_2, "--buckets", "1s,4s",
+                "--duration", "9", "--health-interval", "1", "--processes", "2",
+                "--output", "json")
+    try:
+        wait_for(lambda: len(workers_of(run.pid)) == 2, "two worker processes")
+        stdout, stderr = run.communicate(timeout=HANG)
+    finally:
+        run.kill()
+    assert run.returncode == 0, stderr
+    assert workers_of(run.pid) == []
+    results, health = json_lines(stdout)
+    by_host = {h: [r for r in results if r["host"] == h]
+               for h in ("127.0.0.1", "127.0.0.2", "127.0.0.3")}
+    assert all(by_host.values()), {h: len(r) for h, r in by_host.items()}
+    for host in ("127.0.0.1", "127.0.0.3"):  # fast: always in the fastest bucket
+        assert all(r["bucket"] == 1 and r["status"] == "ok" for r in by_host[host])
+    slow = by_host["127.0.0.2"]  # too slow for 1 s: moved to 4 s at once, and stays
+    assert slow[0]["bucket"] == 1 and slow[0]["status"] == "timeout"
+    assert slow[1:] and all(r["bucket"] == 4 and r["status"] == "ok" for r in slow[1:])
+    # The fleet's health adds up the shards'.
+    assert health[-1]["hosts_per_bucket"] == {"1": 2, "4": 1}
+    assert health[-1]["polls"] == len(results)
+
+
+def test_scheduler_local_dask_workers_poll_every_host():
+    done = pssh_poll("--embedded", "2", "--check", LOAD, "--interval", "1s", "--duration", "4",
+                     "--scheduler", "local:2", "--output", "json", timeout=180)
+    assert done.returncode == 0, done.stderr
+    results, health = json_lines(done.stdout)
+    assert {r["host"] for r in results} == {"127.0.0.1", "127.0.0.2"}
+    assert all(r["status"] == "ok" for r in results)
+    assert health[-1]["polls"] == len(results)
+    assert done.stderr.count("\n") <= 2  # Dask's own chatter is not shown without -v
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--embedded", "1"], "no check given"),
+    (["--embedded", "1", "--check", "x:nosuchparser=true"], "unknown parser"),
+    (["--embedded", "1", "--check", "no command"], "NAME=COMMAND"),
+    (["--embedded", "1", "--check", "a=true", "--check", "a=false"], "used twice"),
+    (["--embedded", "1", "--check", "a=true", "--interval", "5s", "--upgrade", "count:2"],
+     "--upgrade is for --buckets"),
+    (["--embedded", "1", "--check", "a=true", "--buckets", "10s,5s"], "increase"),
+    (["--embedded", "1", "--check", "a=true", "--upgrade", "sometimes"], "--upgrade"),
+    (["--embedded", "1", "--check", "a=true", "--duration", "soon"], "not a duration"),
+    (["--embedded", "1", "--check", "a=true", "--influx-url", "http://127.0.0.1:1"],
+     "needs --influx-db"),
+    (["--embedded", "1", "--check", "a=true", "--influx-db", "x"], "need --influx-url"),
+    (["--embedded", "1", "--check", "a=true", "--influx-url", "http://127.0.0.1:1",
+      "--influx-token", "t"], "--influx-org"),
+    (["--embedded", "1", "--check", "a=true", "--interval", "1s", "--buckets", "1s,2s"],
+     "not allowed with"),
+    (["--check", "a=true"], "no hosts given"),
+])
+def test_usage_errors_are_one_line_and_exit_2(args, message):
+    done = pssh_poll(*args)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Try 'pssh poll --help'" in done.stderr
+    assert "starting" not in done.stderr  # refused before any host was started
+
+
+def test_help_lists_the_options_and_examples():
+    done = subprocess.run([sys.executable, "-m", "pssh", "poll", "--help"],
+                          capture_output=True, text=True, timeout=HANG, env=ENV)
+    assert done.returncode == 0
+    for text in ("--check", "--buckets", "--interval", "--upgrade", "--influx-bucket",
+                 "--processes", "--scheduler", "--duration", "--health-interval",
+                 "examples:", "exit status"):
+        assert text in done.stdout
+    # No letter means something else than in pssh run.
+    for letter in ("-p", "-t", "-o", "-e", "-i", "-b"):
+        assert f" {letter}," not in done.stdout and f" {letter} " not in done.stdout
