@@ -25,9 +25,18 @@ from pssh.poll.buckets import Buckets, HostState, Upgrade, parse_duration
 from pssh.poll.checks import Check
 from pssh.poll.parsers import (Parser, df, json_values, key_value, loadavg, named_number,
                                number, parser_from_spec, regex)
-from pssh.poll.poller import Poller, Sink
+from pssh.poll.poller import Poller
 from pssh.poll.results import Health, PollResult, Value
 from pssh.poll.sessions import HostDown, HostSession, PollTimeout
+
+
+
+def __getattr__(name: str):
+    if name == "Sink":  # the sinks' module (HTTP clients) loads only when asked for
+        from pssh.poll.sinks import Sink
+        return Sink
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Buckets", "Check", "Health", "HostDown", "HostSession", "HostState", "Parser",
            "PollResult", "PollTimeout", "Poller", "Sink", "Upgrade", "Value", "df",

@@ -22,7 +22,7 @@ import random
 import resource
 import time
 from dataclasses import fields
-from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import gevent
 from gevent.event import Event
@@ -40,22 +40,15 @@ from pssh.poll.results import DOWN, FAILED, OK, TIMEOUT, Health, PollResult, Val
 from pssh.poll.sessions import Backoff, HostDown, HostSession, PollTimeout, _reason
 from pssh.ssh_config import SSHConfig
 
+if TYPE_CHECKING:  # the sinks (HTTP clients) load when a program makes one
+    from pssh.poll.sinks import Sink
+
 log = logging.getLogger("pssh.poll")
 
 _SETTINGS = {f.name for f in fields(ConnectOptions)}
 #: Seconds allowed to connect (resolve, handshake, log in) when neither ``timeout`` nor
 #: ``connect_timeout`` is given: a poller should not hold a slot for the client's 120 s.
 DEFAULT_CONNECT_TIMEOUT = 10.0
-
-
-class Sink(Protocol):
-    """Where results and health go (see :mod:`pssh.poll.sinks`): ``write`` never blocks."""
-
-    def write(self, item: Union[PollResult, Health]) -> None: ...
-
-    def flush(self, timeout: float) -> None: ...
-
-    def close(self, timeout: float = 10.0) -> None: ...
 
 
 class _Entry:
@@ -106,7 +99,7 @@ class Poller:
     """
 
     def __init__(self, hosts: Sequence[str], checks: Sequence[Check], *,
-                 buckets: Optional[Buckets] = None, sinks: Sequence[Sink] = (),
+                 buckets: Optional[Buckets] = None, sinks: Sequence["Sink"] = (),
                  on_result: Optional[Callable[[PollResult], None]] = None,
                  on_health: Optional[Callable[[Health], None]] = None,
                  health_interval: float = 10.0, workers_per_bucket: Optional[int] = None,
@@ -300,6 +293,9 @@ class Poller:
 
     def _report_health(self) -> None:
         while not self._stop.wait(self.health_interval):
+            # The wall clock may be stepped or slewed (NTP) during a long run: the
+            # results' times follow it from here on; the schedule stays monotonic.
+            self._offset = time.time() - time.monotonic()
             self._emit(self._health(new_period=True))
 
     # -- state ---------------------------------------------------------------------------
@@ -412,4 +408,4 @@ def _options_of(settings: dict) -> ConnectOptions:
     return ConnectOptions(**settings)
 
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "Poller", "Sink"]
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "Poller"]
