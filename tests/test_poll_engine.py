@@ -12,7 +12,7 @@ import time
 import gevent
 import pytest
 
-from pssh.poll import Buckets, Check, Poller, PollResult, Upgrade, loadavg
+from pssh.poll import Buckets, Check, Poller, PollResult, Upgrade, key_value, loadavg
 from pssh.sshd import ServerGroup, free_port
 from processes import stopped
 
@@ -104,7 +104,7 @@ def test_values_from_real_commands_over_one_connection_per_host(group):
     results, sink = [], ListSink()
     checks = [Check("load", "cat /proc/loadavg", loadavg),
               Check("kv", "echo name=$(echo $SSH_CONNECTION | cut -d' ' -f3); echo n: 7",
-                    parser=__import__("pssh.poll", fromlist=["key_value"]).key_value),
+                    parser=key_value),
               Check("fails", "echo no such thing >&2; exit 3"),
               Check("garbage", "echo not-a-number")]
     poller = Poller(group.hosts, checks, buckets=Buckets.parse("0.5s,1s,2s"),

@@ -37,7 +37,7 @@ from pssh.poll.buckets import Buckets, HostState, spread
 from pssh.poll.checks import Check
 from pssh.poll.health import HealthCounters
 from pssh.poll.results import DOWN, FAILED, OK, TIMEOUT, Health, PollResult, Value
-from pssh.poll.sessions import Backoff, HostDown, HostSession, PollTimeout, _reason
+from pssh.poll.sessions import Backoff, HostDown, HostSession, PollTimeout, reason_of
 from pssh.ssh_config import SSHConfig
 
 if TYPE_CHECKING:  # the sinks (HTTP clients) load when a program makes one
@@ -235,7 +235,7 @@ class Poller:
         except PollTimeout as err:
             status, error = TIMEOUT, str(err)
         except Exception as err:  # any other failure is this host's, said as such
-            status, error = FAILED, f"{session.host}:{session.port}: {_reason(err)}"
+            status, error = FAILED, f"{session.host}:{session.port}: {reason_of(err)}"
             log.debug("%s: check %s failed", session.host, check.name, exc_info=True)
         else:
             response_time, exit_code = output.response_time, output.exit_code

@@ -87,7 +87,7 @@ class Backoff:
         self.failures = 0
 
 
-def _reason(err: BaseException) -> str:
+def reason_of(err: BaseException) -> str:
     """What went wrong, without the ``host:port:`` our errors lead with."""
     return err.reason if isinstance(err, exc.PSSHError) else str(err) or type(err).__name__
 
@@ -154,7 +154,7 @@ class HostSession:
             client = SSHClient(self.host, ssh_config=self._ssh_config or False,
                                _jump_hosts=self._jumps, _options=self.options)
         except Exception as err:
-            reason = _reason(err)
+            reason = reason_of(err)
             self._failed(reason if reason.startswith("cannot connect") else
                          f"cannot connect: {reason}")
             raise HostDown.at(self.host, self.port, self.last_error) from err
@@ -206,12 +206,12 @@ class HostSession:
         except _NotStarted as err:
             # The connection died before the command started (a server restarted since
             # the last poll, say): nothing ran, so one new connection may try again now.
-            self.lost(f"connection lost: {_reason(err.__cause__)}")
+            self.lost(f"connection lost: {reason_of(err.__cause__)}")
         client = self.connect()
         try:
             return self._run_on(client, command, deadline, encoding)
         except _NotStarted as err:
-            self.lost(f"connection lost: {_reason(err.__cause__)}")
+            self.lost(f"connection lost: {reason_of(err.__cause__)}")
             raise HostDown.at(self.host, self.port, self.last_error) from err.__cause__
 
     def _run_on(self, client: SSHClient, command: str, deadline: float,
@@ -239,7 +239,7 @@ class HostSession:
                 raise
             if output is None:
                 raise _NotStarted() from err
-            self.lost(f"connection lost: {_reason(err)}")
+            self.lost(f"connection lost: {reason_of(err)}")
             raise HostDown.at(self.host, self.port, self.last_error) from err
         finally:
             timer.close()
@@ -258,7 +258,7 @@ class HostSession:
         except gevent.Timeout:
             self.lost(f"no answer within {CLOSE_GRACE} s to closing a channel")
         except Exception as err:
-            self.lost(f"closing a channel failed: {_reason(err)}")
+            self.lost(f"closing a channel failed: {reason_of(err)}")
 
     def close(self) -> None:
         """Close the connection now; no new one is made afterwards."""
@@ -266,5 +266,5 @@ class HostSession:
         self._drop()
 
 
-__all__ = ["Backoff", "CLOSE_GRACE", "CommandOutput", "HostDown", "HostSession",
+__all__ = ["Backoff", "CLOSE_GRACE", "CommandOutput", "HostDown", "HostSession", "reason_of",
            "PollTimeout"]
