@@ -106,7 +106,7 @@ def test_values_from_real_commands_over_one_connection_per_host(group):
               Check("kv", "echo name=$(echo $SSH_CONNECTION | cut -d' ' -f3); echo n: 7",
                     parser=key_value),
               Check("fails", "echo no such thing >&2; exit 3"),
-              Check("garbage", "echo not-a-number")]
+              Check("garbage", "echo not-a-number", buckets=Buckets.fixed(0.7))]
     poller = Poller(group.hosts, checks, buckets=Buckets.parse("0.5s,1s,2s"),
                     sinks=[sink], on_result=results.append, health_interval=0.5,
                     **settings(group))
@@ -128,6 +128,7 @@ def test_values_from_real_commands_over_one_connection_per_host(group):
         garbage = of(results, host, "garbage")
         assert garbage[0].status == "failed" and "cannot parse" in garbage[0].error
         assert garbage[0].values == {}
+        assert {r.bucket for r in garbage} == {0.7}  # its own fixed bucket: never moved
     # One SSH connection per host, however many polls went over it.
     for server in group:
         assert accepted(server) - before[server.address] == 1
@@ -138,6 +139,7 @@ def test_values_from_real_commands_over_one_connection_per_host(group):
     health = [i for i in sink.items if not isinstance(i, PollResult)]
     assert health and health[-1].polls == len(results) and health[-1].reconnects == 0
     assert sum(health[-1].hosts_per_bucket.values()) == len(group.hosts) * len(checks)
+    assert health[-1].hosts_per_bucket[0.7] == len(group.hosts)
     # Stopped: every connection closed.
     assert all(not s.connected for s in poller.sessions.values())
 
