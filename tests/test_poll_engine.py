@@ -5,6 +5,7 @@ Timing is never asserted: bucket moves are checked by replaying each (host, chec
 observed response times through the bucket rule and comparing with the bucket every
 result was polled in; deadlines here only catch hangs.
 """
+import contextlib
 import os
 import signal
 import time
@@ -51,6 +52,18 @@ class ListSink:
 
     def close(self, timeout=10.0):
         self.closed = True
+
+
+@contextlib.contextmanager
+def running(poller):
+    """The poller runs (in a greenlet) for the ``with`` block, then is stopped; its run()
+    must then return."""
+    runner = gevent.spawn(poller.run)
+    try:
+        yield poller
+    finally:
+        poller.stop()
+        runner.get(timeout=HANG)
 
 
 def wait_until(condition, timeout=HANG, what="condition"):
@@ -110,11 +123,9 @@ def test_values_from_real_commands_over_one_connection_per_host(group):
     poller = Poller(group.hosts, checks, buckets=Buckets.parse("0.5s,1s,2s"),
                     sinks=[sink], on_result=results.append, health_interval=0.5,
                     **settings(group))
-    runner = gevent.spawn(poller.run)
-    wait_until(lambda: all(len(of(results, h, "load")) >= 4 for h in group.hosts),
-               what="4 polls of every host")
-    poller.stop()
-    runner.get(timeout=HANG)
+    with running(poller):
+        wait_until(lambda: all(len(of(results, h, "load")) >= 4 for h in group.hosts),
+                   what="4 polls of every host")
     for host in group.hosts:
         load = [r for r in of(results, host) if r.ok]
         assert load and set(load[0].values) == {"load1", "load5", "load15", "running",
@@ -152,8 +163,7 @@ def test_a_slow_host_moves_down_at_once_and_back_up_after_count_fast_answers(gro
     before = accepted(group.servers[0])
     poller = Poller([slow, steady], [slow_check(tmp_path)], buckets=buckets,
                     on_result=results.append, **settings(group))
-    runner = gevent.spawn(poller.run)
-    try:
+    with running(poller):
         wait_until(lambda: len(of(results, slow)) >= 2, what="first polls")
         set_slow(tmp_path, slow, 0.8)  # past 0.5 s (a timeout there), in time for 1.5 s
         wait_until(lambda: poller.states()[(slow, "load")].interval == 1.5, what="downgrade")
@@ -162,9 +172,6 @@ def test_a_slow_host_moves_down_at_once_and_back_up_after_count_fast_answers(gro
         set_slow(tmp_path, slow, 0)
         wait_until(lambda: poller.states()[(slow, "load")].interval == 0.5, what="upgrade")
         wait_until(lambda: of(results, slow)[-1].bucket == 0.5, what="a poll after it")
-    finally:
-        poller.stop()
-        runner.get(timeout=HANG)
     mine = of(results, slow)
     replay(mine, buckets)
     replay(of(results, steady), buckets)
@@ -187,18 +194,14 @@ def test_the_dynamic_count_grows_while_the_host_stays_slow(group, tmp_path):
     set_slow(tmp_path, host, 0.8)
     poller = Poller([host], [slow_check(tmp_path, timeout=1.4)], buckets=buckets,
                     on_result=results.append, **settings(group))
-    runner = gevent.spawn(poller.run)
     state = poller.states()[(host, "load")]
-    try:
+    with running(poller):
         wait_until(lambda: state.interval == 1.5, what="downgrade")
         assert state.count == 1  # reset to the minimum on the downgrade
         wait_until(lambda: state.count == 3, what="the count grown to its maximum")
         set_slow(tmp_path, host, 0)
         wait_until(lambda: state.interval == 0.5, what="upgrade")
         wait_until(lambda: of(results, host)[-1].bucket == 0.5, what="a poll after it")
-    finally:
-        poller.stop()
-        runner.get(timeout=HANG)
     mine = of(results, host)
     final = replay(mine, buckets)
     assert final.count == state.count
@@ -217,21 +220,19 @@ def test_a_crashed_sshd_is_reconnected_and_no_point_is_lost_or_doubled(group):
     poller = Poller(group.hosts, [Check("load", "cat /proc/loadavg", loadavg)],
                     buckets=buckets, sinks=[sink], on_result=results.append,
                     reconnect_delay=0.2, **settings(group))
-    runner = gevent.spawn(poller.run)
     try:
-        wait_until(lambda: len(of(results, crashed.address)) >= 3, what="first polls")
-        crashed.kill()  # sshd and its sessions SIGKILLed: the connection is gone
-        wait_until(lambda: of(results, crashed.address)[-1].status == "down",
-                   what="the host seen down")
-        crashed.start()
-        wait_until(lambda: of(results, crashed.address)[-1].ok, what="the host back")
-        count = len(of(results, crashed.address))
-        wait_until(lambda: len(of(results, crashed.address)) >= count + 2, what="more polls")
+        with running(poller):
+            wait_until(lambda: len(of(results, crashed.address)) >= 3, what="first polls")
+            crashed.kill()  # sshd and its sessions SIGKILLed: the connection is gone
+            wait_until(lambda: of(results, crashed.address)[-1].status == "down",
+                       what="the host seen down")
+            crashed.start()
+            wait_until(lambda: of(results, crashed.address)[-1].ok, what="the host back")
+            count = len(of(results, crashed.address))
+            wait_until(lambda: len(of(results, crashed.address)) >= count + 2, what="more polls")
     finally:
         if crashed.process is None:
             crashed.start()
-        poller.stop()
-        runner.get(timeout=HANG)
     mine = of(results, crashed.address)
     down = [r for r in mine if r.status == "down"]
     assert down and f"{crashed.address}:{group.port}" in down[0].error
@@ -253,8 +254,7 @@ def test_a_hung_host_holds_only_its_own_slot_and_recovers(group):
     poller = Poller(group.hosts, [Check("load", "cat /proc/loadavg", loadavg)],
                     buckets=buckets, on_result=results.append, reconnect_delay=0.2,
                     **{**settings(group), "connect_timeout": 2})
-    runner = gevent.spawn(poller.run)
-    try:
+    with running(poller):
         wait_until(lambda: len(of(results, hung.address)) >= 2, what="first polls")
         with stopped(hung):
             wait_until(lambda: any(r.status == "down" for r in of(results, hung.address)),
@@ -264,9 +264,6 @@ def test_a_hung_host_holds_only_its_own_slot_and_recovers(group):
                        what="the other hosts polled meanwhile")
             still_hung = len(of(results, hung.address))
         wait_until(lambda: of(results, hung.address)[-1].ok, what="recovery after SIGCONT")
-    finally:
-        poller.stop()
-        runner.get(timeout=HANG)
     mine = of(results, hung.address)
     assert {r.status for r in mine[:still_hung]} >= {"timeout", "down"}
     timeout = next(r for r in mine if r.status == "timeout")
@@ -285,12 +282,8 @@ def test_a_host_without_sshd_is_down_at_the_slowest_bucket(group):
     buckets = Buckets.parse("0.5s,1s")
     poller = Poller([nobody, group.hosts[0]], [Check("load", "cat /proc/loadavg", loadavg)],
                     buckets=buckets, on_result=results.append, **settings(group))
-    runner = gevent.spawn(poller.run)
-    try:
+    with running(poller):
         wait_until(lambda: len(of(results, nobody)) >= 2, what="two polls of the dead host")
-    finally:
-        poller.stop()
-        runner.get(timeout=HANG)
     dead = of(results, nobody)
     assert all(r.status == "down" and r.values == {} for r in dead)
     assert f"{nobody}:{group.port}" in dead[0].error
@@ -343,12 +336,8 @@ def test_hosts_are_reached_as_the_ssh_config_says(group, tmp_path):
     results = []
     poller = Poller(["poll-alias"], [Check("n", "echo 5")], buckets=Buckets.fixed(0.5),
                     on_result=results.append, ssh_config=str(config), allow_agent=False)
-    runner = gevent.spawn(poller.run)
-    try:
+    with running(poller):
         wait_until(lambda: len(results) >= 2, what="two polls")
-    finally:
-        poller.stop()
-        runner.get(timeout=HANG)
     assert all(r.ok and r.values == {"value": 5.0} for r in results)
     assert {(r.host, r.port) for r in results} == {("poll-alias", group.port)}
 
@@ -358,12 +347,8 @@ def test_a_hosts_checks_take_turns_and_waiting_makes_them_late(group):
     checks = [Check("a", "sleep 0.3; echo 1"), Check("b", "sleep 0.3; echo 2")]
     poller = Poller(group.hosts[:1], checks, buckets=Buckets.fixed(0.5),
                     on_result=results.append, **settings(group))
-    runner = gevent.spawn(poller.run)
-    try:
+    with running(poller):
         wait_until(lambda: len(results) >= 8, what="8 polls")
-    finally:
-        poller.stop()
-        runner.get(timeout=HANG)
     spans = sorted((r.started, r.started + r.response_time) for r in results)
     assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))
     # 0.6 s of commands every 0.5 s on one connection: some polls must wait their turn.
@@ -382,13 +367,9 @@ def test_a_thousand_unreachable_hosts_in_one_process(group):
     poller = Poller(hosts, [Check("n", "echo 1")], buckets=Buckets.parse("0.5s,1s"),
                     on_result=count, port=port, known_hosts=group.known_hosts_file(),
                     reconnect_delay=0.1)
-    runner = gevent.spawn(poller.run)
-    try:
+    with running(poller):
         wait_until(lambda: len(results) == len(hosts) and min(results.values()) >= 2,
                    what="two polls of every host")
-    finally:
-        poller.stop()
-        runner.get(timeout=HANG)
     assert poller.health().hosts_down == len(hosts)
     assert poller.health().hosts_per_bucket == {0.5: 0, 1.0: len(hosts)}
     # The schedule holds one entry per (host, check), whatever the number of polls.
