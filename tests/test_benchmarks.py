@@ -1,6 +1,5 @@
 """The ramp harness end to end: real sshd, real InfluxDB 1.x, real VictoriaMetrics
 (InfluxDB 2.x write API), real peer libraries; results read back from the servers."""
-import json
 import re
 import socket
 import subprocess
@@ -15,6 +14,7 @@ import benchmarks
 from benchmarks.servers import InfluxDB1, VictoriaMetrics
 from benchmarks.sessions import OPERATIONS
 from benchmarks.sinks import read_raw
+from dashboards import assert_decodes_with_the_grafana_schema, assert_every_query_returns_data
 
 DASHBOARD = Path(benchmarks.__file__).parent / "grafana" / "dashboard.json"
 OPS_WITHOUT_EXECUTE = tuple(op for op in OPERATIONS if op != "execute")
@@ -117,56 +117,17 @@ def test_influxdb1_http_api_and_graphite_input_hold_every_timing(influx, tmp_pat
         assert len(ratios) == 4 and all(r > 0 for r in ratios.values())
 
 
-def dashboard_queries():
-    data = json.loads(DASHBOARD.read_text())
-    queries = [(panel["title"], target["query"]) for panel in data["panels"]
-               for target in panel.get("targets", [])]
-    queries += [(f"variable {v['name']}", v["query"]) for v in data["templating"]["list"]
-                if v["type"] == "query"]
-    return queries
-
-
 def test_every_dashboard_query_returns_data_from_influxdb(influx, tmp_path):
     _, records = ramp(tmp_path, "--influx-url", influx.url, "--influx-db", "dash")
     substitutions = {"$timeFilter": "time > now() - 1h", "$__interval": "1s",
                      "$run_id": records[0]["run_id"], "$library": "(ours-blocking|paramiko)",
                      "$operation": "total"}
-    queries = dashboard_queries()
-    assert len(queries) >= 7
-    for title, query in queries:
-        for name, value in substitutions.items():
-            query = query.replace(name, value)
-        assert not re.search(r"\$[\w{]", query), f"{title}: variable left in {query}"
-        result = influx.query(query, "dash")
-        series = result.get("series", [])
-        assert series and all(s["values"] for s in series), f"{title}: no data for {query}"
+    found = assert_every_query_returns_data(DASHBOARD, influx, "dash", substitutions)
+    assert len(found) >= 7
 
 
 def test_dashboard_json_parses_with_the_grafana_schema():
-    from grafana_foundation_sdk.cog import plugins, runtime
-    from grafana_foundation_sdk.cog.encoder import JSONEncoder
-    from grafana_foundation_sdk.models.dashboard import Dashboard, DataSourceRef, RowPanel
-    plugins.register_default_plugins()
-    raw = json.loads(DASHBOARD.read_text())
-    dashboard = Dashboard.from_json(raw)
-    assert dashboard.uid == raw["uid"] and dashboard.title
-    variables = {v.name: v for v in dashboard.templating.list_val}
-    assert variables["datasource"].type_val == "datasource"
-    assert {"run_id", "library", "operation"} <= set(variables)
-    assert len(dashboard.panels) == len(raw["panels"])
-    for panel, source in zip(dashboard.panels, raw["panels"]):
-        if isinstance(panel, RowPanel):
-            continue
-        # A known panel type whose options decode into its typed model.
-        assert runtime.panelcfg_config(panel.type_val) is not None, panel.type_val
-        assert not isinstance(panel.options, dict), f"{panel.title}: options not decoded"
-        assert isinstance(panel.datasource, DataSourceRef)
-        assert panel.datasource.uid == "${datasource}"
-        assert panel.targets, panel.title
-        # Nothing the schema knows is lost in a round trip.
-        again = json.loads(json.dumps(panel, cls=JSONEncoder))
-        assert again["targets"] == source["targets"]
-        assert again["transformations"] == source.get("transformations", [])
+    assert_decodes_with_the_grafana_schema(DASHBOARD, {"run_id", "library", "operation"})
 
 
 def test_influxdb2_write_api_into_victoria_metrics(tmp_path):

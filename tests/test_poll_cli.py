@@ -15,8 +15,8 @@ import pytest
 from benchmarks.servers import InfluxDB1
 from processes import processes_with
 from test_cli import ENV
+from test_poll_engine import HANG, wait_until
 
-HANG = 90  # seconds: only a hang takes this long
 LOAD = "load:loadavg=cat /proc/loadavg"
 # One number, after 1.5 s on 127.0.0.2 only (the server address of the SSH connection).
 SLOW_ON_2 = 'work=case "$SSH_CONNECTION" in *" 127.0.0.2 "*) sleep 1.5;; esac; echo 1'
@@ -28,16 +28,20 @@ def pssh_poll(*args, timeout=HANG):
 
 
 def start(*args):
+    # Input not from a terminal: one SIGINT stops it (no staged Ctrl-C).
     return subprocess.Popen([sys.executable, "-m", "pssh", "poll", *args], env=ENV, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
 
 
-def wait_for(condition, what, timeout=HANG):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        time.sleep(0.1)
+def signalled(run, signum, when_ready):
+    """Send ``signum`` once ``when_ready()`` holds; (stdout, stderr) when it has exited."""
+    try:
+        when_ready()
+        run.send_signal(signum)
+        return run.communicate(timeout=HANG)
+    finally:
+        run.kill()
 
 
 def workers_of(pid):
@@ -69,8 +73,8 @@ def influx():
 
 def count(influx, database, measurement, field):
     """Points of ``measurement`` in ``database`` (0 before the database exists)."""
-    if [database] not in influx.query("SHOW DATABASES", database).get("series",
-                                                                          [{}])[0].get("values", []):
+    databases = influx.query("SHOW DATABASES", database).get("series", [{}])[0]
+    if [database] not in databases.get("values", []):
         return 0
     result = influx.query(f'SELECT count("{field}") FROM "{measurement}"', database)
     series = result.get("series")
@@ -99,13 +103,13 @@ def test_json_lines_parse_and_every_host_answers():
 def test_sigterm_flushes_every_point_then_exits_143(influx):
     run = start("--embedded", "2", "--check", LOAD, "--interval", "0.5s",
                 "--health-interval", "1", "--influx-url", influx.url, "--influx-db", "term")
-    try:
-        wait_for(lambda: count(influx, "term", "ssh_poll", "load1") >= 4, "points in influxd")
-        signalled = time.time()
-        run.send_signal(signal.SIGTERM)
-        _, stderr = run.communicate(timeout=HANG)
-    finally:
-        run.kill()
+    sent = []
+
+    def ready():
+        wait_until(lambda: count(influx, "term", "ssh_poll", "load1") >= 4, what="points")
+        sent.append(time.time())
+
+    _, stderr = signalled(run, signal.SIGTERM, ready)
     assert run.returncode == 143, stderr
     assert "pssh: terminated" in stderr
     written = int(stderr.split(" points written")[0].rsplit(" ", 1)[1])
@@ -114,22 +118,19 @@ def test_sigterm_flushes_every_point_then_exits_143(influx):
     assert count(influx, "term", "ssh_poll", "load1") + \
         count(influx, "term", "ssh_poll_health", "polls") == written
     last = influx.query('SELECT last("polls") FROM "ssh_poll_health"', "term")["series"][0]
-    assert last["values"][0][0] > signalled * 1e9
+    assert last["values"][0][0] > sent[0] * 1e9
     assert "dropped" not in stderr
 
 
 def test_sigint_stops_with_130_and_the_last_line_is_the_final_health():
     run = start("--embedded", "1", "--check", LOAD, "--interval", "0.5s", "--output", "lp")
-    try:
-        first = run.stdout.readline()  # polling has begun
-        assert first.startswith("ssh_poll,")
-        run.send_signal(signal.SIGINT)
-        stdout, stderr = run.communicate(timeout=HANG)
-    finally:
-        run.kill()
+    first = []
+    stdout, stderr = signalled(run, signal.SIGINT,
+                               lambda: first.append(run.stdout.readline()))  # polling began
+    assert first[0].startswith("ssh_poll,")
     assert run.returncode == 130, stderr
     assert "pssh: interrupted" in stderr
-    lines = [first, *stdout.splitlines()]
+    lines = [first[0], *stdout.splitlines()]
     assert lines[-1].startswith("ssh_poll_health ")
     assert all(line.startswith("ssh_poll,bucket=") for line in lines[:-1])
 
@@ -139,7 +140,7 @@ def test_processes_2_poll_every_host_each_shard_keeping_its_bucket_state():
                 "--duration", "9", "--health-interval", "1", "--processes", "2",
                 "--output", "json")
     try:
-        wait_for(lambda: len(workers_of(run.pid)) == 2, "two worker processes")
+        wait_until(lambda: len(workers_of(run.pid)) == 2, what="two worker processes")
         stdout, stderr = run.communicate(timeout=HANG)
     finally:
         run.kill()

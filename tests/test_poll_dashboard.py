@@ -1,8 +1,6 @@
 """The Grafana polling dashboard (benchmarks/grafana/polling.json): every panel's query and
 every variable's returns data from a real influxd fed by a real ``pssh poll`` run, and the
 JSON decodes with the Grafana schema."""
-import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +9,7 @@ import pytest
 
 import benchmarks
 from benchmarks.servers import InfluxDB1
+from dashboards import assert_decodes_with_the_grafana_schema, assert_every_query_returns_data
 from test_cli import ENV
 
 DASHBOARD = Path(benchmarks.__file__).parent / "grafana" / "polling.json"
@@ -33,32 +32,17 @@ def polled():
         yield influx
 
 
-def queries():
-    data = json.loads(DASHBOARD.read_text())
-    found = [(panel["title"], target["query"]) for panel in data["panels"]
-             for target in panel.get("targets", [])]
-    found += [(f"variable {v['name']}", v["query"]) for v in data["templating"]["list"]
-              if v["type"] == "query"]
-    return found
-
-
 SUBSTITUTIONS = {  # as Grafana fills them in (multi-value variables: a regex group)
     "$timeFilter": "time > now() - 1h", "$__interval_ms": "1000", "$__interval": "1s",
     "$host": r"(127\.0\.0\.1|127\.0\.0\.2|127\.0\.0\.3)", "$check": "(load|work)"}
 
 
 def test_every_panel_query_returns_data_from_a_real_poll(polled):
-    found = queries()
+    found = assert_every_query_returns_data(DASHBOARD, polled, "fleet", SUBSTITUTIONS)
     titles = {title for title, _ in found}
     for wanted in ("Hosts per bucket", "Response time", "Late polls", "Host states",
-                   "Polls per second", "Dropped and buffered points"):
+                   "Polls per second", "Dropped and buffered points", "variable host"):
         assert wanted in titles
-    for title, query in found:
-        for name, value in SUBSTITUTIONS.items():
-            query = query.replace(name, value)
-        assert not re.search(r"\$[\w{]", query), f"{title}: variable left in {query}"
-        series = polled.query(query, "fleet").get("series", [])
-        assert series and all(s["values"] for s in series), f"{title}: no data for {query}"
 
 
 def test_hosts_per_bucket_and_states_show_what_the_run_did(polled):
@@ -72,25 +56,4 @@ def test_hosts_per_bucket_and_states_show_what_the_run_did(polled):
 
 
 def test_the_dashboard_decodes_with_the_grafana_schema():
-    from grafana_foundation_sdk.cog import plugins, runtime
-    from grafana_foundation_sdk.cog.encoder import JSONEncoder
-    from grafana_foundation_sdk.models.dashboard import Dashboard, DataSourceRef, RowPanel
-    plugins.register_default_plugins()
-    raw = json.loads(DASHBOARD.read_text())
-    dashboard = Dashboard.from_json(raw)
-    assert dashboard.uid == raw["uid"] and dashboard.title
-    variables = {v.name: v for v in dashboard.templating.list_val}
-    assert variables["datasource"].type_val == "datasource"
-    assert {"host", "check"} <= set(variables)
-    assert len(dashboard.panels) == len(raw["panels"])
-    for panel, source in zip(dashboard.panels, raw["panels"]):
-        if isinstance(panel, RowPanel):
-            continue
-        assert runtime.panelcfg_config(panel.type_val) is not None, panel.type_val
-        assert not isinstance(panel.options, dict), f"{panel.title}: options not decoded"
-        assert isinstance(panel.datasource, DataSourceRef)
-        assert panel.datasource.uid == "${datasource}"
-        assert panel.targets, panel.title
-        again = json.loads(json.dumps(panel, cls=JSONEncoder))
-        assert again["targets"] == source["targets"]
-        assert again["transformations"] == source.get("transformations", [])
+    assert_decodes_with_the_grafana_schema(DASHBOARD, {"host", "check"})

@@ -18,8 +18,8 @@ from pssh.poll.line_protocol import STATE_CODES, line
 from pssh.poll.sinks import (InfluxDB1Sink, InfluxDB2Sink, JSONLinesSink, LineProtocolSink,
                              as_json, encode_line)
 from pssh.sshd import ServerGroup, free_port
+from test_poll_engine import HANG, settings, wait_until
 
-HANG = 60  # seconds: only a hang takes this long
 
 
 @pytest.fixture(scope="module")
@@ -32,20 +32,6 @@ def group():
 def influx():
     with InfluxDB1() as server:
         yield server
-
-
-def settings(group):
-    return dict(port=group.port, pkey=group.keys.private(), known_hosts=group.known_hosts_file(),
-                host_key_policy="strict", allow_agent=False, identity_auth=False,
-                connect_timeout=5)
-
-
-def wait_until(condition, timeout=HANG, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        gevent.sleep(0.05)
 
 
 def poll(group, sinks, seconds, interval="0.5s", **kwargs):

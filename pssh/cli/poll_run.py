@@ -2,10 +2,10 @@
 the outputs asked for, a :class:`~pssh.poll.Poller` (or, with ``--processes`` /
 ``--scheduler``, a :class:`~pssh.poll.shards.ShardedPoller`), and the signals.
 
-SIGINT and SIGTERM stop the run: the poller stops its polls, writes its last health
-report, flushes the outputs (at most ``--flush-timeout`` seconds) and closes every
-connection; pssh then exits with 130 or 143. A second signal while stopping exits at
-once (what was not sent yet is counted as dropped in the summary).
+SIGINT and SIGTERM stop the run as they stop ``pssh run`` (:mod:`pssh.cli.signals`):
+the poller stops its polls, writes its last health report, flushes the outputs (at
+most ``--flush-timeout`` seconds) and closes every connection; pssh then exits with
+130 or 143. A signal while stopping exits at once.
 """
 from __future__ import annotations
 
@@ -13,13 +13,13 @@ import logging
 import os
 import signal
 import sys
-from typing import List, Optional
+from typing import List
 
 import gevent
 
 from pssh.cli.hosts import HostSpec, UsageError
 from pssh.cli.run import _connect_options, _hosts, _ssh_config
-from pssh.cli.signals import EXIT_CODES, Stopped
+from pssh.cli.signals import EXIT_CODES, RunSignals, Stopped
 from pssh.config import HostConfig
 from pssh.options import ConnectOptions
 
@@ -28,32 +28,29 @@ log = logging.getLogger("pssh.cli")
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
-class _Signals:
-    """SIGINT and SIGTERM, taken by the event loop from the start: before the poller
-    runs they end the command (:class:`Stopped` unwinds what was started, embedded
-    servers included); while it runs they stop it; a second one exits at once."""
+class _Signals(RunSignals):
+    """``pssh run``'s signal rule (:mod:`pssh.cli.signals`): at a terminal, a first Ctrl-C
+    prints the poller's health and a second stops; elsewhere one SIGINT stops, and
+    SIGTERM always does; a signal while stopping exits at once. Before the poller runs,
+    a stop ends the command (:class:`Stopped` unwinds what was started, embedded servers
+    included)."""
 
     def __init__(self) -> None:
+        super().__init__(self._status, self._stop)
         self.poller = None
-        self.signum: Optional[int] = None
-        self._handlers: list = []
+        self._main = gevent.getcurrent()
 
-    def __enter__(self) -> "_Signals":
-        self._handlers = [gevent.signal_handler(signum, self._signalled, signum)
-                          for signum in EXIT_CODES]
-        return self
+    def _status(self) -> None:
+        if self.poller is not None:
+            health = self.poller.health()
+            buckets = ", ".join(f"{interval:g}s: {count}" for interval, count
+                                in sorted(health.hosts_per_bucket.items()))
+            sys.stderr.write(f"pssh poll: {health.polls} polls, {health.hosts_down} hosts "
+                             f"down, buckets {buckets}; Ctrl-C again to stop\n")
 
-    def __exit__(self, *exc_info) -> None:
-        for handler in self._handlers:
-            handler.cancel()
-
-    def _signalled(self, signum: int) -> None:
-        if self.signum is not None:
-            sys.stderr.write("pssh: stopped at once\n")
-            os._exit(EXIT_CODES[self.signum])
-        self.signum = signum
+    def _stop(self, signum: int, by_hand: bool) -> None:
         if self.poller is None:
-            gevent.get_hub().parent.throw(Stopped(signum))
+            self._main.throw(Stopped(signum))
             return
         log.info("%s: stopping", signal.Signals(signum).name)
         self.poller.stop()
@@ -143,8 +140,8 @@ def _poll(args, hosts: List[HostSpec], connect: ConnectOptions, config,
     sys.stderr.write(f"pssh poll: {health.polls} polls of {len(names)} hosts; "
                      f"{sum(s.sent for s in sinks)} points written"
                      + (f", {dropped} dropped" if dropped else "") + "\n")
-    if signals.signum is not None:
-        raise Stopped(signals.signum)
+    if signals.stopping is not None:
+        raise Stopped(signals.stopping)
     if getattr(poller, "errors", None):
         return EXIT_FAILED
     return EXIT_OK
