@@ -67,12 +67,12 @@ class LoopbackFleet:
     # -- life cycle ----------------------------------------------------------------
 
     def __enter__(self) -> "LoopbackFleet":
-        try:
-            for server in self.servers:
+        for server in self.servers:
+            try:
                 server.start()
-        except BaseException:
-            self.close()
-            raise
+            except BaseException:  # the ones started already are stopped, the folder removed
+                self.close()
+                raise
         keys = [" ".join(self.servers[0].public_host_key(t).split()[:2])
                 for t in self.servers[0].host_keys]
         self.known_hosts.write_text("".join(f"[{host}]:{self.port} {key}\n"
@@ -125,37 +125,32 @@ class LoopbackFleet:
     def sshd_cpu(self) -> float:
         """CPU seconds of every sshd process of the fleet and everything below them (live
         connection processes and their shells included; reaped ones through cutime)."""
-        children = _children()  # one pass over /proc for every listener
-        return sum(tree_cpu(server.process.pid, children) for server in self.servers
-                   if server.process)
+        return sum(tree_cpu(server.process.pid) for server in self.servers if server.process)
 
     def sshd_processes(self) -> int:
         """How many processes the fleet's sshd listeners have below them now."""
-        children = _children()
-        return sum(len(_descendants(server.process.pid, children)) for server in self.servers
+        return sum(len(_descendants(server.process.pid)) for server in self.servers
                    if server.process)
 
 
-def _children() -> Dict[int, List[int]]:
-    children: Dict[int, List[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
-def _descendants(root: int, children: Dict[int, List[int]] = None) -> List[int]:
-    children = _children() if children is None else children
+def _descendants(root: int) -> List[int]:
+    """Every live process below ``root``, from the kernel's list of each one's children
+    (``/proc/PID/task/TID/children``): no walk over all of /proc."""
     found, stack = [], [root]
     while stack:
-        for child in children.get(stack.pop(), []):
-            found.append(child)
-            stack.append(child)
+        pid = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue  # ended meanwhile
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children") as fh:
+                    children = [int(c) for c in fh.read().split()]
+            except OSError:
+                continue
+            found += children
+            stack += children
     return found
 
 
@@ -169,10 +164,10 @@ def process_cpu(pid: int) -> float:
     return sum(int(v) for v in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu(root: int, children: Dict[int, List[int]] = None) -> float:
+def tree_cpu(root: int) -> float:
     """CPU seconds of ``root`` and every live process below it. A live process's own
     cutime holds only its reaped children, so nothing is counted twice."""
-    return sum(process_cpu(pid) for pid in [root, *_descendants(root, children)])
+    return sum(process_cpu(pid) for pid in [root, *_descendants(root)])
 
 
 def rss_mib(pid: int = None) -> float:

@@ -31,9 +31,7 @@ def _cpu() -> float:
 
 
 def _sshd_cpu(pids) -> float:
-    from benchmarks._polling_fleet import _children
-    children = _children()
-    return sum(tree_cpu(pid, children) for pid in pids)
+    return sum(tree_cpu(pid) for pid in pids)
 
 
 def poller_way(job: dict) -> dict:

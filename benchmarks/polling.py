@@ -43,63 +43,60 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _options(parser: argparse.ArgumentParser, *specs) -> None:
+    """Add options given as (flag, type, default, help); a type of None is a string."""
+    for flag, kind, default, text in specs:
+        parser.add_argument(flag, type=kind, default=default, help=text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.polling",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log pssh.poll's INFO")
     sub = parser.add_subparsers(dest="command", required=True)
+    figures = ("--json", None, None, "write the figures to this file")
 
     eff = sub.add_parser("effect", help="fixed interval vs adaptive buckets, same hosts")
-    eff.add_argument("--hosts", type=int, default=200)
-    eff.add_argument("--duration", type=_duration, default=180.0,
-                     help="measured seconds per mode (default 180)")
-    eff.add_argument("--warmup", type=_duration, default=10.0,
-                     help="seconds run before the measurement (logins; default 10)")
-    eff.add_argument("--buckets", default="5s,10s,30s,60s",
-                     help="adaptive buckets; the fixed run polls at the first (default "
-                          "5s,10s,30s,60s)")
-    eff.add_argument("--upgrade", default="count:3")
-    eff.add_argument("--workers", type=int, default=32,
-                     help="worker pool of each bucket (default 32)")
-    eff.add_argument("--slow", type=_fraction, default=0.1,
-                     help="share of hosts slow from the start (default 0.1)")
-    eff.add_argument("--turn-slow", type=_fraction, default=0.1,
-                     help="share of hosts that turn slow a third into the run (default 0.1)")
-    eff.add_argument("--slow-seconds", type=_duration, default=12.0,
-                     help="how long a slow host takes to answer (default 12 s)")
-    eff.add_argument("--chart", help="draw the comparison (PNG) to this file")
-    eff.add_argument("--json", help="write the figures to this file")
+    _options(eff, ("--hosts", int, 200, "hosts (default 200)"),
+             ("--duration", _duration, 180.0, "measured seconds per mode (default 180)"),
+             ("--warmup", _duration, 10.0, "seconds run before the measurement (logins; "
+                                           "default 10)"),
+             ("--buckets", None, "5s,10s,30s,60s", "adaptive buckets; the fixed run polls at "
+                                                   "the first (default 5s,10s,30s,60s)"),
+             ("--upgrade", None, "count:3", "upgrade rule (default count:3)"),
+             ("--workers", int, 32, "worker pool of each bucket (default 32)"),
+             ("--slow", _fraction, 0.1, "share of hosts slow from the start (default 0.1)"),
+             ("--turn-slow", _fraction, 0.1, "share of hosts that turn slow a third into the "
+                                             "measured time (default 0.1)"),
+             ("--slow-seconds", _duration, 12.0, "how long a slow host takes to answer "
+                                                 "(default 12 s)"),
+             ("--chart", None, None, "draw the comparison (PNG) to this file"), figures)
 
     cap = sub.add_parser("capacity", help="polls/s: persistent sessions vs a login per poll")
     cap.add_argument("--hosts", type=int, nargs="+", default=[100, 1000])
-    cap.add_argument("--duration", type=_duration, default=30.0,
-                     help="measured seconds per run (default 30)")
     cap.add_argument("--ways", nargs="+", choices=capacity.WAYS, default=list(capacity.WAYS))
-    cap.add_argument("--offered", type=float, default=2000.0,
-                     help="polls/s asked of the poller (interval = hosts / this; more than "
-                          "it can do, so it runs flat out; default 2000)")
-    cap.add_argument("--json", help="write the figures to this file")
+    _options(cap, ("--duration", _duration, 30.0, "measured seconds per run (default 30)"),
+             ("--offered", float, 2000.0, "polls/s asked of the poller (interval = hosts / "
+                                          "this; more than it can do, so it runs flat out; "
+                                          "default 2000)"), figures)
 
     sk = sub.add_parser("soak", help="hundreds of hosts for a long time: memory, late, lost")
-    sk.add_argument("--hosts", type=int, default=500)
-    sk.add_argument("--interval", type=_duration, default=10.0,
-                    help="the fastest bucket (default 10 s)")
-    sk.add_argument("--buckets", default="",
-                    help="default: interval x 1, 2, 6, 10 (10s,20s,60s,100s)")
-    sk.add_argument("--upgrade", default="count:3")
-    sk.add_argument("--duration", type=_duration, default=1800.0, help="default 30m")
-    sk.add_argument("--sample", type=_duration, default=10.0,
-                    help="seconds between RSS samples (default 10)")
-    sk.add_argument("--slow", type=_fraction, default=0.05,
-                    help="share of hosts always slow (default 0.05)")
-    sk.add_argument("--flapping", type=_fraction, default=0.05,
-                    help="share of hosts slow part of the time (default 0.05)")
-    sk.add_argument("--flap-period", type=_duration, default=360.0)
-    sk.add_argument("--flap-slow", type=_duration, default=120.0)
-    sk.add_argument("--keep-points", help="write the line protocol here (default: a "
-                                          "temporary file, removed)")
-    sk.add_argument("--chart", help="draw RSS, polls and buckets over time (PNG) here")
-    sk.add_argument("--json", help="write the figures to this file")
+    _options(sk, ("--hosts", int, 500, "hosts (default 500)"),
+             ("--interval", _duration, 10.0, "the fastest bucket (default 10 s)"),
+             ("--buckets", None, "", "default: interval x 1, 2, 6, 10 (10s,20s,60s,100s)"),
+             ("--upgrade", None, "count:3", "upgrade rule (default count:3)"),
+             ("--duration", _duration, 1800.0, "default 30m"),
+             ("--sample", _duration, 10.0, "seconds between RSS samples (default 10)"),
+             ("--slow", _fraction, 0.05, "share of hosts always slow (default 0.05)"),
+             ("--flapping", _fraction, 0.05, "share of hosts slow part of the time "
+                                             "(default 0.05)"),
+             ("--flap-period", _duration, 360.0, "a flapping host's cycle (default 6 min)"),
+             ("--flap-slow", _duration, 120.0, "how long of each cycle it is slow "
+                                               "(default 2 min)"),
+             ("--keep-points", None, None, "write the line protocol here (default: a "
+                                           "temporary file, removed)"),
+             ("--chart", None, None, "draw RSS, polls and buckets over time (PNG) here"),
+             figures)
     return parser
 
 
