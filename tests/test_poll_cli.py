@@ -5,6 +5,7 @@ and Dask, usage errors.
 Deadlines here only catch hangs; no timing is asserted.
 """
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -160,6 +161,27 @@ def test_processes_2_poll_every_host_each_shard_keeping_its_bucket_state():
     assert health[-1]["polls"] == len(results)
 
 
+def test_a_worker_process_that_dies_is_started_again_and_its_hosts_polled():
+    run = start("--embedded", "2", "--check", LOAD, "--interval", "0.5s", "--processes", "2",
+                "--output", "json")
+    killed = []
+
+    def kill_one_and_wait_for_its_successor():
+        wait_until(lambda: len(workers_of(run.pid)) == 2, what="two worker processes")
+        victim = workers_of(run.pid)[0]
+        os.kill(victim, signal.SIGKILL)
+        killed.append(time.time())
+        wait_until(lambda: len(workers_of(run.pid)) == 2 and victim not in workers_of(run.pid),
+                   what="a new worker process")
+        time.sleep(3)  # a few rounds of polls from it
+
+    stdout, stderr = signalled(run, signal.SIGTERM, kill_one_and_wait_for_its_successor)
+    assert run.returncode == 143, stderr
+    assert "was killed by signal 9; started again" in stderr
+    results, _ = json_lines(stdout)
+    assert {r["host"] for r in results if r["time"] > killed[0]} == {"127.0.0.1", "127.0.0.2"}
+
+
 def test_scheduler_local_dask_workers_poll_every_host():
     done = pssh_poll("--embedded", "2", "--check", LOAD, "--interval", "1s", "--duration", "4",
                      "--scheduler", "local:2", "--output", "json", timeout=180)
@@ -208,3 +230,26 @@ def test_help_lists_the_options_and_examples():
     # No letter means something else than in pssh run.
     for letter in ("-p", "-t", "-o", "-e", "-i", "-b"):
         assert f" {letter}," not in done.stdout and f" {letter} " not in done.stdout
+
+
+def test_output_closed_by_its_reader_stops_the_run():
+    # As `pssh poll ... | head -2`: the reader goes after two lines.
+    run = start("--embedded", "1", "--check", LOAD, "--interval", "0.2s")
+    lines = [run.stdout.readline(), run.stdout.readline()]
+    run.stdout.close()
+    stderr = run.stderr.read()
+    assert run.wait(HANG) == 1, stderr
+    assert all(line.startswith("ssh_poll,") for line in lines)
+    assert "standard output was closed by its reader: stopping" in stderr
+    assert "Traceback" not in stderr and "Exception ignored" not in stderr
+
+
+def test_help_and_usage_parse_before_anything_heavy_is_loaded():
+    probe = ("import sys\nfrom pssh.cli import main\ntry:\n    main(sys.argv[1:])\n"
+             "except SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('gevent', 'rich', 'pssh.clients', 'pssh.poll')"
+             " if m in sys.modules), file=sys.stderr)")
+    done = subprocess.run([sys.executable, "-c", probe, "poll", "--help"], capture_output=True,
+                          text=True, timeout=HANG, env=ENV)
+    assert "usage: pssh poll" in done.stdout
+    assert done.stderr.strip().endswith("[]")

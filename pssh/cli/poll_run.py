@@ -128,11 +128,13 @@ def _poll(args, hosts: List[HostSpec], connect: ConnectOptions, config,
             sink.close(0)
         raise UsageError(str(err)) from None
     signals.poller = poller
+    watcher = gevent.spawn(_stop_when_stdout_closes, sinks, poller)
     log.info("polling %d hosts, %d checks, buckets %s", len(names), len(checks),
              args.bucket_rule)
     try:
         poller.run(args.duration)
     finally:
+        watcher.kill()
         for sink in sinks:  # (the poller closed them; this is for a failed start)
             sink.close(args.flush_timeout)
     health = poller.health()
@@ -142,6 +144,18 @@ def _poll(args, hosts: List[HostSpec], connect: ConnectOptions, config,
                      + (f", {dropped} dropped" if dropped else "") + "\n")
     if signals.stopping is not None:
         raise Stopped(signals.stopping)
-    if getattr(poller, "errors", None):
+    if getattr(poller, "errors", None) or any(getattr(s, "reader_gone", False) for s in sinks):
         return EXIT_FAILED
     return EXIT_OK
+
+
+def _stop_when_stdout_closes(sinks: list, poller) -> None:
+    """``pssh poll | head``: once standard output's reader has gone, stop (nothing more
+    written there would be read); the exit status is 1."""
+    while not any(getattr(sink, "reader_gone", False) for sink in sinks):
+        gevent.sleep(0.5)
+    log.warning("standard output was closed by its reader: stopping")
+    devnull = os.open(os.devnull, os.O_WRONLY)  # no second error at exit
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    poller.stop()

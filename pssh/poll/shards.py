@@ -44,6 +44,8 @@ FORWARD_INTERVAL = 0.25
 FORWARD_BOUND = 100_000
 #: Seconds a stopped shard gets to close its sessions and send what it holds.
 STOP_TIMEOUT = 20.0
+#: The longest delay (s) before a worker process that died is started again.
+RESTART_MAX = 30.0
 
 
 def partition(count: int, shards: int) -> List[List[int]]:
@@ -215,6 +217,8 @@ class _ProcessShard:
         self.pipe = FramedPipe(from_worker, to_worker)
         self.pipe.send(("init", pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)))
         self.deliver = deliver
+        self.said: Optional[str] = None  # "ended" or "error", once the worker has said it
+        self.lost: Optional[str] = None  # how it ended, when it ended without saying
         self.ended = Event()
         self.reader = gevent.spawn(self._read)
         log.debug("shard %d: worker process %d polls %d hosts", spec.number, self.popen.pid,
@@ -223,14 +227,17 @@ class _ProcessShard:
     def _read(self) -> None:
         try:
             while (message := self.pipe.receive()) is not None:
+                if message[0] in ("ended", "error"):
+                    self.said = message[0]
                 self.deliver(message)
         except Exception as err:
             log.error("shard %d: cannot read from its worker process: %s", self.number, err)
         finally:
             code = self.popen.wait()
-            if code:
-                self.deliver(("error", self.number, f"its worker process (pid "
-                              f"{self.popen.pid}) exited with status {code}"))
+            if self.said is None:  # gone without a word: killed, or a crash
+                self.lost = (f"worker process {self.popen.pid} was killed by signal {-code}"
+                             if code < 0 else f"worker process {self.popen.pid} exited "
+                             f"with status {code}")
             self.pipe.close()
             self.ended.set()
 
@@ -248,32 +255,57 @@ class _ProcessShard:
 
 
 class _ProcessShards:
-    """The worker processes of a run; ``ended`` is set once every one has ended."""
+    """The worker processes of a run. A worker that dies (killed, out of memory, a crash)
+    is started again after a delay that doubles up to :data:`RESTART_MAX` seconds: its
+    hosts are polled again, from the fastest bucket. ``ended`` is set once every shard
+    has ended for good (told to stop, or unable to start)."""
 
     def __init__(self, specs: List[ShardSpec], deliver: Callable[[tuple], None]) -> None:
-        self.shards: List[_ProcessShard] = []
+        self.specs = {spec.number: spec for spec in specs}
+        self.shards: Dict[int, _ProcessShard] = {}
         self.ended = Event()
+        self.stopping = False
+        self.restarts = 0
         try:
             for spec in specs:
-                self.shards.append(_ProcessShard(spec, deliver))
+                self.shards[spec.number] = _ProcessShard(spec, deliver)
         except BaseException:
             self.close()
             raise
+        self._keepers = [gevent.spawn(self._keep, number, deliver) for number in self.shards]
         gevent.spawn(self._watch)
 
-    def _watch(self) -> None:
-        for shard in self.shards:
+    def _keep(self, number: int, deliver: Callable[[tuple], None]) -> None:
+        delay = 1.0
+        while True:
+            shard = self.shards[number]
             shard.ended.wait()
+            if self.stopping or shard.lost is None:
+                return
+            log.warning("shard %d: %s; started again in %g s (its hosts start again in the "
+                        "fastest bucket)", number, shard.lost, delay)
+            gevent.sleep(delay)
+            if self.stopping:
+                return
+            delay = min(RESTART_MAX, delay * 2)
+            self.restarts += 1
+            self.shards[number] = _ProcessShard(self.specs[number], deliver)
+
+    def _watch(self) -> None:
+        gevent.joinall(self._keepers)
         self.ended.set()
 
     def stop(self) -> None:
-        for shard in self.shards:
+        self.stopping = True
+        for shard in self.shards.values():
             shard.stop()
 
     def close(self) -> None:
-        for shard in self.shards:
+        self.stopping = True
+        gevent.killall(getattr(self, "_keepers", []))
+        for shard in self.shards.values():
             shard.kill()
-        for shard in self.shards:
+        for shard in self.shards.values():
             shard.ended.wait(5)
         self.ended.set()
 
@@ -565,7 +597,7 @@ class ShardedPoller:
 
 
 __all__ = ["ShardedPoller", "ShardSpec", "partition", "run_dask_shard", "worker_main",
-           "FORWARD_INTERVAL", "FORWARD_BOUND", "STOP_TIMEOUT"]
+           "FORWARD_INTERVAL", "FORWARD_BOUND", "STOP_TIMEOUT", "RESTART_MAX"]
 
 if __name__ == "__main__":
     worker_main()

@@ -25,6 +25,7 @@ import dataclasses
 import itertools
 import json
 import logging
+import math
 import random
 import time
 import urllib.error
@@ -313,6 +314,8 @@ class _StreamSink(BufferedSink):
     def __init__(self, stream: IO[str], **options) -> None:
         self.stream = stream
         self.name = f"{self.kind} to {getattr(stream, 'name', 'a stream')}"
+        #: The stream's reader has gone (a closed pipe): nothing written will be read.
+        self.reader_gone = False
         super().__init__(**options)
 
     kind = "lines"
@@ -323,6 +326,8 @@ class _StreamSink(BufferedSink):
             self.stream.write(text)
             self.stream.flush()
         except (OSError, ValueError) as err:  # a closed pipe or file: retrying cannot help
+            if isinstance(err, BrokenPipeError):
+                self.reader_gone = True
             raise PointsRejected(str(err)) from err
 
     def _line(self, item: Any) -> str:
@@ -359,6 +364,9 @@ def encode_line(item: Item, tags: Optional[Mapping[str, str]] = None) -> str:
 def as_json(item: Item, tags: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """One result or health report as a JSON-ready dict (bucket intervals as strings)."""
     data = dataclasses.asdict(item)
+    if "values" in data:  # JSON has no NaN nor infinities: null instead
+        data["values"] = {k: None if isinstance(v, float) and not math.isfinite(v) else v
+                          for k, v in data["values"].items()}
     if isinstance(item, Health):
         data["hosts_per_bucket"] = {bucket_name(b): n for b, n in item.hosts_per_bucket.items()}
         data = {"type": "health", **data}
