@@ -101,6 +101,16 @@ def test_json_lines_parse_and_every_host_answers():
     assert f"pssh poll: {len(results)} polls of 2 hosts" in done.stderr
 
 
+def test_deadline_bounds_each_poll_and_names_the_host():
+    done = pssh_poll("--embedded", "1", "--check", "slow=sleep 2; echo 1", "--interval", "1s",
+                     "--deadline", "0.3s", "--duration", "2.5", "--output", "json")
+    assert done.returncode == 0, done.stderr
+    results, _ = json_lines(done.stdout)
+    assert results and all(r["status"] == "timeout" and r["values"] == {} for r in results)
+    assert all(r["error"].startswith("127.0.0.1:") and "within 0.3 s" in r["error"]
+               for r in results)
+
+
 def test_sigterm_flushes_every_point_then_exits_143(influx):
     run = start("--embedded", "2", "--check", LOAD, "--interval", "0.5s",
                 "--health-interval", "1", "--influx-url", influx.url, "--influx-db", "term")
