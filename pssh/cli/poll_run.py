@@ -18,14 +18,14 @@ from typing import List
 import gevent
 
 from pssh.cli.hosts import HostSpec, UsageError
-from pssh.cli.run import _connect_options, _hosts, _ssh_config
-from pssh.cli.signals import EXIT_CODES, RunSignals, Stopped
+from pssh.cli.run import run as run_command
+from pssh.cli.signals import RunSignals, Stopped
 from pssh.config import HostConfig
 from pssh.options import ConnectOptions
 
 log = logging.getLogger("pssh.cli")
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_OK, EXIT_FAILED = 0, 1
 
 
 class _Signals(RunSignals):
@@ -57,21 +57,9 @@ class _Signals(RunSignals):
 
 
 def run(args) -> int:
-    """Carry out ``pssh poll`` (``args`` parsed by :func:`pssh.cli.options.parse`)."""
-    try:
-        with _Signals() as signals, _hosts(args) as (hosts, base, config):
-            return _poll(args, hosts, _connect_options(args, base), _ssh_config(args, config),
-                         signals)
-    except UsageError as err:
-        args.error(str(err))
-    except Stopped as stopped:
-        sys.stderr.write("pssh: interrupted\n" if stopped.signum == signal.SIGINT
-                         else "pssh: terminated\n")
-        return stopped.code
-    except KeyboardInterrupt:  # before the run began (a password prompt, say)
-        sys.stderr.write("pssh: interrupted\n")
-        return EXIT_CODES[signal.SIGINT]
-    return EXIT_USAGE
+    """Carry out ``pssh poll`` (``args`` parsed by :func:`pssh.cli.options.parse`): hosts,
+    settings, usage errors and the exit on a signal as ``pssh run`` has them."""
+    return run_command(args, execute=_poll)
 
 
 def make_sinks(args) -> list:
@@ -100,8 +88,13 @@ def _logging(args) -> None:
     logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
-def _poll(args, hosts: List[HostSpec], connect: ConnectOptions, config,
-          signals: _Signals) -> int:
+def _poll(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> int:
+    with _Signals() as signals:
+        return _poll_with(args, hosts, connect, config, signals)
+
+
+def _poll_with(args, hosts: List[HostSpec], connect: ConnectOptions, config,
+               signals: _Signals) -> int:
     from dataclasses import replace
 
     from pssh.poll.poller import Poller

@@ -45,11 +45,14 @@ def _not_a_host_failure(record: logging.LogRecord) -> bool:
                 and not record.exc_info and not getattr(record, "exc_text", None))
 
 
-def run(args) -> int:
-    """Carry out the command line ``args`` (parsed by :func:`pssh.cli.options.parse`)."""
+def run(args, execute=None) -> int:
+    """Carry out the command line ``args`` (parsed by :func:`pssh.cli.options.parse`):
+    ``execute(args, hosts, connect_options, ssh_config)`` (default: the one result
+    pipeline; ``pssh poll`` gives its own) with the hosts and settings gathered here."""
     try:
         with _hosts(args) as (hosts, base, config):
-            return _execute(args, hosts, _connect_options(args, base), _ssh_config(args, config))
+            return (execute or _execute)(args, hosts, _connect_options(args, base),
+                                         _ssh_config(args, config))
     except UsageError as err:
         args.error(str(err))
     except Stopped as stopped:
