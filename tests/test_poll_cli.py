@@ -263,3 +263,16 @@ def test_help_and_usage_parse_before_anything_heavy_is_loaded():
                           text=True, timeout=HANG, env=ENV)
     assert "usage: pssh poll" in done.stdout
     assert done.stderr.strip().endswith("[]")
+
+
+def test_a_shard_holds_a_bounded_backlog_and_counts_what_it_drops():
+    from pssh.poll import Health, PollResult
+    from pssh.poll.shards import _Outbox, partition
+    outbox = _Outbox(bound=2)
+    for host in ("a", "b", "c"):
+        outbox.put(PollResult(host, 22, "load", {}, 1.0, 1.0, 0.1, 10.0, "ok"))
+    outbox.put(Health(2.0, 3, 1.0, 0, 0.0, {10.0: 3}, dropped=0))
+    assert [r.host for r in outbox.take()] == ["a", "b"] and outbox.dropped == 2
+    outbox.put(Health(3.0, 3, 1.0, 0, 0.0, {10.0: 3}))
+    assert outbox.take()[0].dropped == 2  # the shard's drops reach the fleet's health
+    assert partition(5, 2) == [[0, 2, 4], [1, 3]] and partition(1, 4) == [[0]]

@@ -239,3 +239,16 @@ def test_json_lines_and_line_protocol_to_a_file(tmp_path):
     assert [json.loads(line)["type"] for line in lines[:2]] == ["result", "health"]
     assert json.loads(lines[0])["values"] == {"load1": 0.5}
     assert lines[2].startswith("ssh_poll,bucket=10,check=load,host=b,port=22,site=x,status=ok ")
+
+
+def test_a_database_dropped_meanwhile_is_created_again(influx):
+    sink = InfluxDB1Sink(influx.url, "dropped_db", flush_interval=0.05, retry_max=0.2)
+    sink.write(result(host="before"))
+    sink.flush(HANG)
+    influx.query('DROP DATABASE "dropped_db"', "dropped_db")
+    sink.write(result(host="after"))
+    sink.flush(HANG)
+    sink.close()
+    assert sink.sent == 2 and sink.dropped == 0
+    hosts = influx.query('SHOW TAG VALUES FROM "ssh_poll" WITH KEY = "host"', "dropped_db")
+    assert hosts["series"][0]["values"] == [["host", "after"]]
