@@ -263,6 +263,12 @@ def test_help_and_usage_parse_before_anything_heavy_is_loaded():
                           text=True, timeout=HANG, env=ENV)
     assert "usage: pssh poll" in done.stdout
     assert done.stderr.strip().endswith("[]")
+    # A usage error found by parsing the checks and buckets loads no poller either.
+    done = subprocess.run([sys.executable, "-c", probe, "poll", "-H", "127.0.0.1", "--check",
+                           "load=uptime", "--buckets", "nonsense"], capture_output=True,
+                          text=True, timeout=HANG, env=ENV)
+    assert "pssh poll" in done.stderr and "nonsense" in done.stderr
+    assert "'gevent'" not in done.stderr and "'pssh.clients'" not in done.stderr
 
 
 def test_a_shard_holds_a_bounded_backlog_and_counts_what_it_drops():

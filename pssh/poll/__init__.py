@@ -25,17 +25,23 @@ from pssh.poll.buckets import Buckets, HostState, Upgrade, parse_duration
 from pssh.poll.checks import Check
 from pssh.poll.parsers import (Parser, df, json_values, key_value, loadavg, named_number,
                                number, parser_from_spec, regex)
-from pssh.poll.poller import Poller
 from pssh.poll.results import Health, PollResult, Value
-from pssh.poll.sessions import HostDown, HostSession, PollTimeout
 
-
-
+# Loaded when first asked for: the poller and sessions bring gevent and the clients, the
+# sinks HTTP clients; checks, buckets and parsers alone (what ``pssh poll`` validates its
+# arguments with) need none of them.
 def __getattr__(name: str):
-    if name == "Sink":  # the sinks' module (HTTP clients) loads only when asked for
-        from pssh.poll.sinks import Sink
-        return Sink
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name == "Poller":
+        from pssh.poll.poller import Poller as value
+    elif name in ("HostDown", "HostSession", "PollTimeout"):
+        from pssh.poll import sessions
+        value = getattr(sessions, name)
+    elif name == "Sink":
+        from pssh.poll.sinks import Sink as value
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
 
 
 __all__ = ["Buckets", "Check", "Health", "HostDown", "HostSession", "HostState", "Parser",
