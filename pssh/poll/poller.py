@@ -228,12 +228,15 @@ class Poller:
         error: Optional[str] = None
         exit_code: Optional[int] = None
         response_time: Optional[float] = None
+        deadline = check.deadline(interval)
         try:
-            output = session.run(check.command, check.deadline(interval), self.encoding)
+            output = session.run(check.command, deadline, self.encoding)
         except HostDown as err:
             status, error = DOWN, str(err)
         except PollTimeout as err:
-            status, error = TIMEOUT, str(err)
+            # The command's time is its deadline: what closing its channel took after that
+            # (the server may wait for the command to end) is not the host's answer.
+            status, error, response_time = TIMEOUT, str(err), deadline
         except Exception as err:  # any other failure is this host's, said as such
             status, error = FAILED, f"{session.host}:{session.port}: {reason_of(err)}"
             log.debug("%s: check %s failed", session.host, check.name, exc_info=True)
