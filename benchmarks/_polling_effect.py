@@ -54,9 +54,9 @@ def run_effect(settings: EffectSettings, progress=print) -> dict:
         for name, buckets in modes.items():
             progress(f"{name}: {buckets}, {settings.hosts} hosts, "
                      f"{settings.warmup:g} + {settings.duration:g} s")
-            records, timeline, states = _run_mode(fleet, buckets, groups, settings)
+            records, timeline, states, engine = _run_mode(fleet, buckets, groups, settings)
             result["modes"][name] = analyse(records, timeline, groups, settings, states)
-            result["modes"][name]["buckets"] = str(buckets)
+            result["modes"][name].update(engine, buckets=str(buckets))
             fleet.set_delay(slow_start + turning, 0)
             # Let the slow hosts' abandoned commands end before the next mode starts.
             time.sleep(min(settings.slow_seconds, 15.0))
@@ -89,7 +89,8 @@ def _run_mode(fleet: LoopbackFleet, buckets, groups: Dict[str, List[str]],
     finally:
         turn.kill()
     states = {host: state.interval for (host, _), state in poller.states().items()}
-    return records, timeline, states
+    engine = {"reconnects": poller.health().reconnects, "skipped": poller.skipped}
+    return records, timeline, states, engine
 
 
 def _quantile(values: Sequence[float], q: float) -> float:
@@ -219,10 +220,13 @@ def report(result: dict) -> str:
                 f"{_fmt(f['interval_median'], '.2f')} / {_fmt(f['interval_p90'], '.2f')} | "
                 f"{f['timeouts']} | {s['polls_per_min_per_host']:.1f} | "
                 f"{s['timeouts']} of {s['polls']} |")
-    lines += ["", "Hosts per bucket at the end (interval s: hosts):", ""]
+    lines += ["", "Hosts per bucket at the end (interval s: hosts); over the whole run, "
+                  "reconnections (a connection dropped as hung is made anew) and rounds "
+                  "skipped (a host a whole interval behind):", ""]
     for name, mode in result["modes"].items():
         cells = ", ".join(f"{group} {counts}" for group, counts in mode["end_buckets"].items())
-        lines.append(f"- {name}: {cells}")
+        lines.append(f"- {name}: {cells}; {mode['reconnects']} reconnections, "
+                     f"{mode['skipped']} rounds skipped")
     return "\n".join(lines)
 
 

@@ -115,6 +115,8 @@ def run_soak(settings: SoakSettings, progress=print) -> dict:
             last = (0, 0, 0)
             while True:
                 gevent.sleep(settings.sample - (time.monotonic() - start) % settings.sample)
+                if time.monotonic() - start >= settings.duration - 0.5:
+                    return  # the run is ending: a partial window would read as a drop
                 health = poller.health()
                 now = (counters.results, counters.fast_polls, counters.fast_late)
                 samples.append({

@@ -48,6 +48,7 @@ def test_effect_compares_both_modes_on_the_same_hosts(tmp_path):
         for group, counts in mode["end_buckets"].items():
             assert sum(counts.values()) == groups[group]
         assert len(mode["series"]) == bins
+        assert mode["reconnects"] >= 0 and mode["skipped"] >= 0
         assert f"| {name} (" in result.stdout
     # Slow hosts sleep 2.5 s: with a fixed 1 s interval every poll of theirs times out;
     # the adaptive buckets move them to the 4 s bucket, where they answer.
