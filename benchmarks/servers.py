@@ -106,8 +106,10 @@ class InfluxDB1(_Process):
     name, binary, package = "influxd", "influxd", "influxdb"
 
     def __init__(self, address: str = "127.0.0.1", graphite_db: str = "graphite",
-                 **kwargs) -> None:
+                 auth: bool = False, **kwargs) -> None:
         super().__init__(address, **kwargs)
+        #: HTTP authentication on (influxd then lets anyone create the first admin user).
+        self.auth = auth
         self.rpc_port = free_port(address)
         self.graphite_port = free_port(address)
         self.graphite_address = f"{address}:{self.graphite_port}"
@@ -130,6 +132,7 @@ bind-address = "{self.address}:{self.rpc_port}"
 [http]
   bind-address = "{self.address}:{self.port}"
   log-enabled = false
+  auth-enabled = {"true" if self.auth else "false"}
 [[graphite]]
   enabled = true
   bind-address = "{self.graphite_address}"

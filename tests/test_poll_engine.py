@@ -374,3 +374,27 @@ def test_a_thousand_unreachable_hosts_in_one_process(group):
     assert poller.health().hosts_per_bucket == {0.5: 0, 1.0: len(hosts)}
     # The schedule holds one entry per (host, check), whatever the number of polls.
     assert sum(len(b.heap) for b in poller._buckets.values()) <= len(hosts)
+
+
+@pytest.mark.parametrize("limit", [{"timeout": 0.3}, {"request_timeout": 0.3}])
+def test_a_request_limit_below_the_deadline_makes_a_timeout_not_a_host_down(group, limit):
+    # parallel-ssh's timeout (or a request limit) shorter than the poll's deadline must not
+    # turn a host slow to open a channel into a lost one: the poll is a timeout, one bucket
+    # down, as when the deadline itself runs out.
+    slow = group.servers[1]
+    results = []
+    buckets = Buckets.parse("1s,2s,4s")
+    poller = Poller([slow.address], [Check("load", "cat /proc/loadavg", loadavg)],
+                    buckets=buckets, on_result=results.append, reconnect_delay=0.2,
+                    **{**settings(group), "connect_timeout": 5, **limit})
+    with running(poller):
+        wait_until(lambda: len(results) >= 2, what="first polls")
+        with stopped(slow):
+            wait_until(lambda: not results[-1].ok, what="a failed poll of the stopped host")
+        wait_until(lambda: results[-1].ok, what="recovery after SIGCONT")
+    first = next(r for r in results if not r.ok)
+    assert first.status == "timeout", first
+    assert f"{slow.address}:{group.port}" in first.error
+    after = results[results.index(first) + 1]
+    assert after.bucket == 2.0   # one bucket down, not the slowest
+    replay(results, buckets)

@@ -71,6 +71,49 @@ def test_line_protocol_escapes_and_types():
     assert as_json(result(when=2.0))["late"] == 0.25
 
 
+def test_a_point_no_format_can_write_is_dropped_and_counted_not_the_ones_behind_it(tmp_path):
+    # An integer beyond a double and a parser's own type (Decimal) must not hold up the
+    # stream: the value or the point is left out, counted, and the rest is written.
+    from decimal import Decimal
+    for sink_class in (LineProtocolSink, JSONLinesSink):
+        path = tmp_path / f"{sink_class.__name__}.txt"
+        with open(path, "w") as stream:
+            sink = sink_class(stream, flush_interval=0.05)
+            sink.write(result("h1", {"huge": 10 ** 400, "load1": 1.0}))
+            sink.write(result("h2", {"load1": Decimal("1.5")}))
+            sink.write(result("h3", {"load1": 3}))
+            sink.close(HANG)
+        lines = path.read_text().splitlines()
+        hosts = [next(h for h in ("h1", "h2", "h3") if h in text) for text in lines]
+        if sink_class is LineProtocolSink:   # the huge value is left out of h1's point
+            assert hosts == ["h1", "h2", "h3"] and "huge" not in lines[0]
+            assert (sink.sent, sink.dropped) == (3, 0)
+        else:                                # JSON cannot hold a Decimal: h2's point goes
+            assert hosts == ["h1", "h3"]
+            assert (sink.sent, sink.dropped) == (2, 1)
+
+
+def test_influxdb1_user_with_write_rights_only_gets_its_points_written():
+    # Production databases are made by an admin; the poller's user may only write: its
+    # CREATE DATABASE is refused, which must not cost a single point.
+    with InfluxDB1(auth=True) as server:
+        def admin(q):
+            server.get("/query", q=q, u="admin", p="secret")
+        server.get("/query", q="CREATE USER admin WITH PASSWORD 'secret' WITH ALL PRIVILEGES")
+        admin('CREATE DATABASE "metrics"')
+        admin("CREATE USER poller WITH PASSWORD 'pw'")
+        admin('GRANT WRITE ON "metrics" TO poller')
+        sink = InfluxDB1Sink(server.url, "metrics", username="poller", password="pw",
+                             flush_interval=0.05)
+        for host in ("h1", "h2", "h3"):
+            sink.write(result(host))
+        sink.close(HANG)
+        assert (sink.sent, sink.dropped) == (3, 0)
+        data = json.loads(server.get("/query", db="metrics", u="admin", p="secret",
+                                     q='SELECT count("load1") FROM "ssh_poll"'))
+        assert data["results"][0]["series"][0]["values"][0][1] == 3
+
+
 def test_values_polled_from_sshd_are_read_back_from_influxdb1(group, influx):
     sink = InfluxDB1Sink(influx.url, "polls", flush_interval=0.2)
     results, health = poll(group, [sink], 2.5)

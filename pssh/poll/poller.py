@@ -406,8 +406,12 @@ def _options_of(settings: dict) -> ConnectOptions:
                         f"(known: see pssh.options.ConnectOptions)")
     settings = {k: v for k, v in settings.items() if v is not None}
     settings.setdefault("num_retries", 1)
-    if "timeout" not in settings and "connect_timeout" not in settings:
-        settings["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
+    # parallel-ssh's ``timeout`` would also bound each request of a poll, below the poll's
+    # own deadline (a host slow to start a command would count as lost, not as slow):
+    # here it is the connect and login limit only.
+    if "timeout" in settings:
+        settings.setdefault("connect_timeout", settings.pop("timeout"))
+    settings.setdefault("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
     return ConnectOptions(**settings)
 
 

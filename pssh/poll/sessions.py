@@ -232,10 +232,25 @@ class HostSession:
             self._abandon(client, output)
             raise PollTimeout.at(self.host, self.port,
                                  f"no answer within {deadline:g} s") from None
+        except exc.Timeout as err:
+            # A request limit (the settings' request_timeout) ran out before the poll's
+            # deadline: the host is slow, not gone; the poll is a timeout (one bucket down),
+            # not a host down. A half-opened channel goes with its connection (made anew by
+            # the next poll); a started command's channel is closed as at the deadline.
+            if not self.connected:
+                self.lost(f"connection lost: {reason_of(err)}")
+                raise HostDown.at(self.host, self.port, self.last_error) from err
+            if output is None:
+                self.lost(f"starting the command: {reason_of(err)}")
+            else:
+                self._abandon(client, output)
+            raise PollTimeout.at(self.host, self.port, reason_of(err)) from err
         except Exception as err:
-            gone = isinstance(err, (exc.ConnectionError, exc.SessionError, exc.Timeout,
-                                    OSError)) or not self.connected
+            gone = isinstance(err, (exc.ConnectionError, exc.SessionError, OSError)) \
+                or not self.connected
             if not gone:
+                if output is not None:
+                    self._abandon(client, output)   # no channel left open on the session
                 raise
             if output is None:
                 raise _NotStarted() from err

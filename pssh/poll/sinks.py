@@ -31,7 +31,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import IO, Any, Deque, Dict, List, Mapping, Optional, Protocol, Union, \
+from typing import IO, Any, Callable, Deque, Dict, List, Mapping, Optional, Protocol, Union, \
     runtime_checkable
 
 from pssh.poll.line_protocol import bucket_name, health_line, result_line
@@ -122,6 +122,7 @@ class BufferedSink:
         self._sent = 0              # sender: points the destination took
         self._done = 0              # sender: points taken out of the buffer (sent or refused)
         self._rejected = 0          # sender: points the destination refused
+        self._unencodable = 0       # sender: points of the batch being sent that no line holds
         self._abandoned = 0         # close(): points left in the buffer at the end
         self._dropping = False      # in an episode of dropping
         self._episode_start = 0     # _dropped_full when the episode began
@@ -236,6 +237,7 @@ class BufferedSink:
                     _thread_sleep(TICK)
                     continue
                 batch = list(itertools.islice(self._buffer, self.batch_size))
+                self._unencodable = 0
                 try:
                     self._send(batch)
                     if self._gave_up:  # close() counted these as dropped meanwhile
@@ -254,7 +256,8 @@ class BufferedSink:
                     self._note_error(err, f"{len(batch)} points not sent", log.error)
                 else:
                     self._take(len(batch))
-                    self._sent += len(batch)
+                    self._rejected += self._unencodable
+                    self._sent += len(batch) - self._unencodable
                     if failures:
                         log.warning("%s: sending again after %d failed tries", self.name,
                                     failures)
@@ -272,6 +275,20 @@ class BufferedSink:
             except IndexError:  # close() gave up on them meanwhile
                 break
         self._done += count
+
+    def _lines(self, batch: List[Any], encode: Callable[[Any], str]) -> List[str]:
+        """Each point of ``batch`` encoded; one that cannot be (a value of a type the format
+        has no way to write, from a parser of the user's) is left out and counted as
+        refused, so one odd answer never holds up the points behind it."""
+        lines = []
+        for item in batch:
+            try:
+                lines.append(encode(item))
+            except Exception as err:
+                self._unencodable += 1
+                self._note_error(err, f"a point of {getattr(item, 'host', 'the poller')} "
+                                      f"cannot be written: dropped", log.error)
+        return lines
 
     def _note_error(self, err: BaseException, what: str, level) -> None:
         """Log an error, once while it stays the same."""
@@ -321,7 +338,7 @@ class _StreamSink(BufferedSink):
     kind = "lines"
 
     def _send(self, batch: List[Any]) -> None:
-        text = "".join(self._line(item) + "\n" for item in batch)
+        text = "".join(line + "\n" for line in self._lines(batch, self._line))
         try:
             self.stream.write(text)
             self.stream.flush()
@@ -407,7 +424,7 @@ class _HTTPSink(BufferedSink):
                                   f"{getattr(err, 'reason', None) or err}") from None
 
     def _body(self, batch: List[Item]) -> bytes:
-        return "\n".join(self._encode(item) for item in batch).encode()
+        return "\n".join(self._lines(batch, self._encode)).encode()
 
 
 class InfluxDB1Sink(_HTTPSink):
@@ -426,17 +443,31 @@ class InfluxDB1Sink(_HTTPSink):
 
     def _send(self, batch: List[Item]) -> None:
         if not self._created:
-            name = self.database.replace("\\", "\\\\").replace('"', '\\"')
-            self._post("/query", {**self._auth, "q": f'CREATE DATABASE "{name}"'}, b"")
-            self._created = True
+            self._create_database()
+        body = self._body(batch)
+        if not body:
+            return
         try:
             self._post("/write", {**self._auth, "db": self.database, "precision": "ns",
-                                  "rp": self.retention_policy}, self._body(batch))
+                                  "rp": self.retention_policy}, body)
         except PointsRejected as err:
             if "database not found" in str(err):  # dropped meanwhile: create it again
                 self._created = False
                 raise SinkUnavailable(str(err)) from None
             raise
+
+
+    def _create_database(self) -> None:
+        """CREATE DATABASE (a no-op when it exists). A user with write rights only is
+        refused that: said once, and the writes go ahead (a missing database is then
+        what the writes report)."""
+        name = self.database.replace("\\", "\\\\").replace('"', '\\"')
+        try:
+            self._post("/query", {**self._auth, "q": f'CREATE DATABASE "{name}"'}, b"")
+        except PointsRejected as err:
+            log.warning("%s: cannot create the database (%s): writing to it as it is",
+                        self.name, err)
+        self._created = True
 
 
 class InfluxDB2Sink(_HTTPSink):
@@ -453,8 +484,10 @@ class InfluxDB2Sink(_HTTPSink):
         super().__init__(url, timeout, **options)
 
     def _send(self, batch: List[Item]) -> None:
-        self._post("/api/v2/write", {"org": self.org, "bucket": self.bucket,
-                                     "precision": "ns"}, self._body(batch), self._headers)
+        body = self._body(batch)
+        if body:
+            self._post("/api/v2/write", {"org": self.org, "bucket": self.bucket,
+                                         "precision": "ns"}, body, self._headers)
 
 
 __all__ = ["Sink", "BufferedSink", "LineProtocolSink", "JSONLinesSink", "InfluxDB1Sink",
