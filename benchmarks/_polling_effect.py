@@ -75,7 +75,7 @@ def _run_mode(fleet: LoopbackFleet, buckets, groups: Dict[str, List[str]],
         records.append((r.host, r.time, r.started, r.response_time, r.bucket, r.status))
 
     poller = Poller(fleet.hosts, [Check("probe", fleet.check_command())], buckets=buckets,
-                    workers_per_bucket=settings.workers, on_result=keep, seed=1,
+                    workers_per_bucket=settings.workers or None, on_result=keep, seed=1,
                     **fleet.connect_settings())
     fleet.set_delay(groups["slow"], settings.slow_seconds)
     start = time.time()
@@ -191,6 +191,10 @@ def _series(records: Sequence[Record], timeline: dict, fast: Set[str], slow_firs
     return series
 
 
+def _pool(workers: int) -> str:
+    return f"{workers} workers per bucket" if workers else "a worker per host in each bucket"
+
+
 def _fmt(value, spec: str, missing: str = "n/a") -> str:
     return missing if value is None else format(value, spec)
 
@@ -200,7 +204,7 @@ def report(result: dict) -> str:
     lines = [
         f"Effect: {cfg['hosts']} hosts ({groups['fast']} fast, {groups['slow']} slow from the "
         f"start, {groups['turning']} turning slow at 1/3), slow = {cfg['slow_seconds']:g} s "
-        f"to answer; {cfg['workers']} workers per bucket; {cfg['warmup']:g} s warm-up + "
+        f"to answer; {_pool(cfg['workers'])}; {cfg['warmup']:g} s warm-up + "
         f"{cfg['duration']:g} s measured per mode, fixed first; "
         f"{result['sshd_processes']} sshd processes",
         "",
@@ -256,7 +260,7 @@ def chart(result: dict, path: str) -> None:
     groups = result["groups"]
     fig.suptitle(f"{cfg['hosts']} hosts, {groups['slow']} slow then "
                  f"{groups['slow'] + groups['turning']} slow ({cfg['slow_seconds']:g} s), "
-                 f"{cfg['workers']} workers per bucket")
+                 f"{_pool(cfg['workers'])}")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

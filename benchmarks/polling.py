@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
              ("--buckets", None, "5s,10s,30s,60s", "adaptive buckets; the fixed run polls at "
                                                    "the first (default 5s,10s,30s,60s)"),
              ("--upgrade", None, "count:3", "upgrade rule (default count:3)"),
-             ("--workers", int, 32, "worker pool of each bucket (default 32)"),
+             ("--workers", int, 32, "worker pool of each bucket (default 32; 0: the poller's "
+                                   "default, a worker for every host)"),
              ("--slow", _fraction, 0.1, "share of hosts slow from the start (default 0.1)"),
              ("--turn-slow", _fraction, 0.1, "share of hosts that turn slow a third into the "
                                              "measured time (default 0.1)"),
