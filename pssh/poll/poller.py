@@ -87,8 +87,10 @@ class Poller:
     ``workers_per_bucket``: each bucket's pool size (default: every (host, check) may
     poll at once; smaller pools make polls late when they are full).
     ``reconnect_delay`` / ``reconnect_max``: the backoff between connection attempts
-    (default up to the slowest interval). ``stop_timeout``: how long stopping waits for
-    polls in flight. ``seed``: the jitter's random seed.
+    (default up to the slowest interval). ``stop_timeout``: how long stopping may take
+    (polls in flight get half of it at most, the sinks' flush the rest). ``seed``: the
+    jitter's random seed. ``timeout`` (parallel-ssh's) limits connecting and logging in;
+    each poll is bounded by its check's deadline.
 
     Connection settings are :class:`~pssh.clients.ParallelSSHClient`'s (``user``,
     ``port``, ``pkey``, ``password``, ``host_config``, ``known_hosts``, ``ssh_config``,
@@ -165,7 +167,7 @@ class Poller:
 
     def run(self, duration: Optional[float] = None) -> None:
         """Poll until ``duration`` seconds have passed or :meth:`stop` is called, then
-        finish: wait for polls in flight (up to ``stop_timeout``), flush and close the
+        finish: wait for polls in flight (up to half of ``stop_timeout``), flush and close the
         sinks, close every connection. Blocks this greenlet; the hub runs the polls."""
         if self._closed or self._running:
             raise RuntimeError("this Poller has run already (or is running): make a new one")
@@ -332,8 +334,8 @@ class Poller:
     def stop(self) -> None:
         """End the run: safe from a signal handler or another greenlet (it never waits).
 
-        While :meth:`run` runs, it returns after finishing (polls in flight get up to
-        ``stop_timeout``; the sinks are flushed and closed; every connection is
+        While :meth:`run` runs, it returns after finishing (polls in flight get up to half
+        of ``stop_timeout``; the sinks are flushed and closed; every connection is
         closed). Called when no run is going on, it does that finishing itself.
         """
         self._stop.set()
@@ -348,12 +350,15 @@ class Poller:
         self._closed = True
         self._stop.set()
         deadline = time.monotonic() + self.stop_timeout
+        # Polls in flight get half of the time at most: a hung host's poll must not use
+        # up what the sinks need to flush (after an outage their buffers are full).
+        polls_deadline = time.monotonic() + self.stop_timeout / 2
         for bucket in self._buckets.values():
-            bucket.pool.join(timeout=max(0.0, deadline - time.monotonic()))
+            bucket.pool.join(timeout=max(0.0, polls_deadline - time.monotonic()))
         for bucket in self._buckets.values():
             if len(bucket.pool):
-                log.warning("%d polls of the %gs bucket still running after %s s: stopped",
-                            len(bucket.pool), bucket.interval, self.stop_timeout)
+                log.warning("%d polls of the %gs bucket still running after %g s: stopped",
+                            len(bucket.pool), bucket.interval, self.stop_timeout / 2)
             bucket.pool.kill(block=True, timeout=2)
         self._emit(self._health(new_period=True))
         for sink in self.sinks:

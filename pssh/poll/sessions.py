@@ -104,6 +104,17 @@ def _read_capped(chunks) -> bytes:
     return b"".join(kept)
 
 
+def _read_tail(chunks) -> bytes:
+    """The last :data:`MAX_OUTPUT` bytes of a stream, read to its end as it comes (a
+    command flooding its standard error is not held in memory whole)."""
+    tail = bytearray()
+    for chunk in chunks:
+        tail += chunk
+        if len(tail) > 2 * MAX_OUTPUT:
+            del tail[:-MAX_OUTPUT]
+    return bytes(tail[-MAX_OUTPUT:])
+
+
 class HostSession:
     """The connection to one host and the lock that keeps one poll in flight on it.
 
@@ -219,12 +230,13 @@ class HostSession:
         started = time.monotonic()
         timer = gevent.Timeout(deadline)
         timer.start()
-        output = None
+        output = stderr_tail = None
         try:
             output = client.run_command(command, encoding=encoding)
+            stderr_tail = gevent.spawn(_read_tail, output.buffers.stderr.rw_buffer.chunks())
             stdout = _read_capped(output.buffers.stdout.rw_buffer.chunks())
             client.wait_finished(output)
-            stderr = output.buffers.stderr.rw_buffer.take()[-MAX_OUTPUT:]
+            stderr = stderr_tail.get()
             exit_code = output.exit_code
         except gevent.Timeout as fired:
             if fired is not timer:
@@ -258,6 +270,8 @@ class HostSession:
             raise HostDown.at(self.host, self.port, self.last_error) from err
         finally:
             timer.close()
+            if stderr_tail is not None:
+                stderr_tail.kill(block=False)   # done already, unless the poll failed
         return CommandOutput(exit_code, stdout.decode(encoding, "replace"),
                              stderr.decode(encoding, "replace"), time.monotonic() - started)
 
