@@ -78,7 +78,7 @@ if [ ! -e "$root/.complete" ]; then
     touch "$root/.complete"
     step "root ready in $(elapsed "$t") s"
 fi
-glibc=$(chroot "$root" ldd --version | head -1 | awk '{print $NF}')
+glibc=$(chroot "$root" ldd --version | awk 'NR == 1 {print $NF}')  # awk reads it all: no SIGPIPE under pipefail
 plat=manylinux_${glibc//./_}_$(uname -m)
 step "building in Debian $release (glibc $glibc): wheels tagged $plat"
 
@@ -176,7 +176,7 @@ for python in "${pythons[@]}"; do
     fi
     build_seconds[$version]=$(elapsed "$t")
 done
-LD_LIBRARY_PATH=$prefix/lib "$tools/bin/auditwheel" show "$(ls dist/*.whl | head -1)" | tee "$work/auditwheel-show.txt"
+LD_LIBRARY_PATH=$prefix/lib "$tools/bin/auditwheel" show "$(ls dist/*.whl | awk 'NR == 1')" | tee "$work/auditwheel-show.txt"
 
 # -- a Python for the old root, built there in the background ------------------------
 # (while the host's smoke runs wait on pip downloads and sshd rather than the CPU)
