@@ -120,3 +120,23 @@ def test_ssh2_python_names_stay_where_they_were():
         "a = SFTPAttributes(); a.permissions = 0o644; print(oct(a.permissions))")
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0o644"
+
+
+def _pssh_modules():
+    import pssh
+    root = os.path.dirname(pssh.__file__)
+    found = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name.endswith(".py") and name != "__main__.py":
+                rel = os.path.relpath(os.path.join(folder, name), root)[:-3]
+                found.append(("pssh." + rel.replace(os.sep, ".")).removesuffix(".__init__"))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("module", _pssh_modules())
+def test_every_pssh_module_imports_first_in_a_fresh_interpreter(module):
+    # A program's first line may name any module (pssh.poll.sinks, pssh.core.settings, a
+    # sharded client's process module): none may lean on another having been imported.
+    done = run_python(f"import {module}")   # pssh sits beside ssh2 on that path
+    assert done.returncode == 0, done.stderr
