@@ -14,6 +14,7 @@ import gevent
 import pytest
 
 from pssh.poll import Buckets, Check, Poller, PollResult, Upgrade, key_value, loadavg
+from pssh.poll.sinks import encode_line
 from pssh.sshd import ServerGroup, free_port
 from processes import stopped
 
@@ -353,6 +354,25 @@ def test_a_hosts_checks_take_turns_and_waiting_makes_them_late(group):
     assert all(end <= next_start for (_, end), (next_start, _) in zip(spans, spans[1:]))
     # 0.6 s of commands every 0.5 s on one connection: some polls must wait their turn.
     assert poller.health().late >= 1 and max(r.late for r in results) > 0.05
+
+
+def test_a_poll_longer_than_its_interval_skips_rounds_and_counts_them(group):
+    # Each poll takes 1.2 s of a 0.5 s interval: the next round is already a whole interval
+    # behind when it ends, so that round is skipped (not polled twice, nor queued up).
+    results, sink = [], ListSink()
+    poller = Poller(group.hosts[:1], [Check("slow", "sleep 1.2; echo 1", timeout=5)],
+                    buckets=Buckets.fixed(0.5), sinks=[sink], on_result=results.append,
+                    health_interval=0.5, **settings(group))
+    with running(poller):
+        wait_until(lambda: len(results) >= 3, what="3 polls")
+    assert all(r.ok and r.values == {"value": 1.0} for r in results)
+    assert_on_schedule(results)
+    missed = sum(round((b.time - a.time) / b.bucket) - 1 for a, b in zip(results, results[1:]))
+    assert missed >= len(results) - 1
+    assert poller.skipped >= missed and poller.health().skipped == poller.skipped
+    health = [i for i in sink.items if not isinstance(i, PollResult)]
+    assert health[-1].skipped == poller.skipped
+    assert f"skipped={float(poller.skipped)}" in encode_line(health[-1])
 
 
 def test_a_thousand_unreachable_hosts_in_one_process(group):

@@ -134,7 +134,9 @@ def _poll_with(args, hosts: List[HostSpec], connect: ConnectOptions, config,
     dropped = sum(s.dropped for s in sinks)
     sys.stderr.write(f"pssh poll: {health.polls} polls of {len(names)} hosts; "
                      f"{sum(s.sent for s in sinks)} points written"
-                     + (f", {dropped} dropped" if dropped else "") + "\n")
+                     + (f", {dropped} dropped" if dropped else "")
+                     + (f", {health.skipped} rounds skipped (hosts a whole interval behind)"
+                        if health.skipped else "") + "\n")
     if signals.stopping is not None:
         raise Stopped(signals.stopping)
     if getattr(poller, "errors", None) or any(getattr(s, "reader_gone", False) for s in sinks):

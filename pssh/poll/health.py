@@ -16,12 +16,14 @@ LATE_FRACTION = 0.1
 
 
 class HealthCounters:
-    """Counts polls, late polls and reconnects; :meth:`snapshot` makes a :class:`Health`."""
+    """Counts polls, late polls, skipped rounds and reconnects; :meth:`snapshot` makes a
+    :class:`Health`."""
 
     def __init__(self) -> None:
         self.polls = 0
         self.late = 0
         self.reconnects = 0
+        self.skipped = 0
         self.by_status: Dict[str, int] = {}
         self._late_max = 0.0
         self._period_polls = 0
@@ -52,7 +54,7 @@ class HealthCounters:
                         polls_per_s=self._period_polls / elapsed, late=self.late,
                         late_max=self._late_max, hosts_per_bucket=dict(hosts_per_bucket),
                         hosts_down=hosts_down, reconnects=self.reconnects, dropped=dropped,
-                        buffered=buffered, in_flight=in_flight)
+                        buffered=buffered, in_flight=in_flight, skipped=self.skipped)
         if new_period:
             self._period_polls = 0
             self._late_max = 0.0

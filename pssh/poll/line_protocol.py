@@ -99,7 +99,8 @@ def result_line(result: "PollResult", tags: Optional[Mapping[str, str]] = None) 
 def health_fields(health: "Health") -> Dict[str, FieldValue]:
     fields: Dict[str, FieldValue] = {
         "polls": health.polls, "polls_per_s": health.polls_per_s, "late": health.late,
-        "late_max": health.late_max, "hosts_down": health.hosts_down,
+        "late_max": health.late_max, "skipped": health.skipped,
+        "hosts_down": health.hosts_down,
         "reconnects": health.reconnects, "dropped": health.dropped,
         "buffered": health.buffered, "in_flight": health.in_flight}
     for interval, hosts in sorted(health.hosts_per_bucket.items()):

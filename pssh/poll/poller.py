@@ -152,7 +152,6 @@ class Poller:
         self._seq = itertools.count()
         self._counters = HealthCounters()
         self._in_flight = 0
-        self.skipped = 0  # rounds skipped because a (host, check) fell a whole interval behind
         self.sink_errors = 0
         self._stop = Event()
         self._running = False
@@ -275,7 +274,7 @@ class Poller:
         if behind >= interval:
             rounds = math.floor(behind / interval)
             next_due += rounds * interval
-            self.skipped += rounds
+            self._counters.skipped += rounds
         self._buckets[interval].push(next_due, next(self._seq), entry)
 
     def _emit(self, item: Union[PollResult, Health]) -> None:
@@ -324,6 +323,12 @@ class Poller:
                                         for s in self.sessions.values())
         return self._counters.snapshot(per_bucket, len(down_hosts), self.sinks,
                                        self._in_flight, new_period=new_period)
+
+    @property
+    def skipped(self) -> int:
+        """Rounds not polled because a (host, check) fell a whole interval or more behind
+        (each such pair is due again on its schedule, not once per missed round)."""
+        return self._counters.skipped
 
     @property
     def in_flight(self) -> int:

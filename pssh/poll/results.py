@@ -51,8 +51,9 @@ class Health:
     """The poller's own metrics at ``time`` (emitted every ``health_interval`` seconds).
 
     Cumulative since the start: ``polls``, ``late`` (polls that started more than a
-    tenth of their bucket's interval after they were due), ``reconnects``, ``dropped``
-    (points the sinks dropped). Over the last health interval: ``polls_per_s``,
+    tenth of their bucket's interval after they were due), ``skipped`` (rounds not polled
+    because their (host, check) fell a whole interval or more behind), ``reconnects``,
+    ``dropped`` (points the sinks dropped). Over the last health interval: ``polls_per_s``,
     ``late_max`` (seconds). Now: ``hosts_per_bucket`` ({interval: (host, check) pairs in
     it}), ``hosts_down``, ``buffered`` (points waiting in sinks), ``in_flight`` (polls
     running).
@@ -69,6 +70,7 @@ class Health:
     dropped: int = 0
     buffered: int = 0
     in_flight: int = 0
+    skipped: int = 0
 
 
 __all__ = ["DOWN", "FAILED", "Health", "OK", "PollResult", "STATUSES", "TIMEOUT", "Value"]

@@ -584,6 +584,7 @@ class ShardedPoller:
         return Health(time=time.time(), polls=sum(r.polls for r in reports),
                       polls_per_s=sum(r.polls_per_s for r in reports),
                       late=sum(r.late for r in reports),
+                      skipped=sum(r.skipped for r in reports),
                       late_max=max((r.late_max for r in reports), default=0.0),
                       hosts_per_bucket=buckets, hosts_down=sum(r.hosts_down for r in reports),
                       reconnects=sum(r.reconnects for r in reports), dropped=dropped,
