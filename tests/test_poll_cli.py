@@ -169,6 +169,9 @@ def test_processes_2_poll_every_host_each_shard_keeping_its_bucket_state():
     # The fleet's health adds up the shards'.
     assert health[-1]["hosts_per_bucket"] == {"1": 2, "4": 1}
     assert health[-1]["polls"] == len(results)
+    missed = sum(round((b["time"] - a["time"]) / b["bucket"]) - 1
+                 for rs in by_host.values() for a, b in zip(rs, rs[1:]))
+    assert health[-1]["skipped"] >= missed
 
 
 def test_a_worker_process_that_dies_is_started_again_and_its_hosts_polled():

@@ -592,6 +592,11 @@ class ShardedPoller:
                       + sum(s.buffered for s in self.sinks),
                       in_flight=sum(r.in_flight for r in reports))
 
+    @property
+    def skipped(self) -> int:
+        """Rounds the shards skipped (see :attr:`Poller.skipped`), as they last reported."""
+        return sum(r.skipped for r in self._latest.values())
+
     def states(self) -> Dict[Tuple[str, str], HostState]:
         """Bucket state per (host, check), as the shards had it when they ended."""
         return dict(self._states)
