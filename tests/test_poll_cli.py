@@ -6,7 +6,9 @@ Deadlines here only catch hangs; no timing is asserted.
 """
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -193,6 +195,31 @@ def test_a_worker_process_that_dies_is_started_again_and_its_hosts_polled():
     assert "was killed by signal 9; started again" in stderr
     results, _ = json_lines(stdout)
     assert {r["host"] for r in results if r["time"] > killed[0]} == {"127.0.0.1", "127.0.0.2"}
+
+
+def test_processes_with_a_database_that_never_answers_end_and_count_what_they_dropped():
+    # A listening socket nobody reads: the write requests connect and wait for an answer
+    # that never comes. --flush-timeout bounds the wait at the end (here as without
+    # --processes), then what is left is dropped and counted.
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)
+        run = start("--embedded", "2", "--check", LOAD, "--interval", "0.5s",
+                    "--duration", "3", "--processes", "2", "--flush-timeout", "1",
+                    "--influx-url", f"http://127.0.0.1:{silent.getsockname()[1]}",
+                    "--influx-db", "never")
+        try:
+            stdout, stderr = run.communicate(timeout=HANG)
+        finally:
+            run.kill()
+    assert run.returncode == 0, stderr
+    assert workers_of(run.pid) == []
+    summary = stderr.strip().splitlines()[-1]
+    polls, written, dropped = (int(n) for n in re.match(
+        r"pssh poll: (\d+) polls of 2 hosts; (\d+) points written, (\d+) dropped",
+        summary).groups())
+    assert polls > 0 and written == 0 and dropped > polls  # every result and health point
+    assert "points not sent at close" in stderr
 
 
 def test_scheduler_local_dask_workers_poll_every_host():

@@ -112,7 +112,8 @@ def _poll_with(args, hosts: List[HostSpec], connect: ConnectOptions, config,
     try:
         if args.processes is not None or args.scheduler is not None:
             poller = ShardedPoller(names, checks, processes=args.processes,
-                                   scheduler=args.scheduler, **common, **settings)
+                                   scheduler=args.scheduler, stop_timeout=args.flush_timeout,
+                                   **common, **settings)
         else:
             poller = Poller(names, checks, stop_timeout=args.flush_timeout, **common,
                             **settings)

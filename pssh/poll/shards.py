@@ -13,7 +13,8 @@ process's sinks' drops and backlog.
 
 Stopping (:meth:`ShardedPoller.stop`, e.g. on SIGTERM) asks every shard to stop: it
 stops its poller (closing its sessions), sends what it still holds and exits; a shard
-that does not within :data:`STOP_TIMEOUT` is killed. Worker processes ignore SIGINT
+that does not within half of the ShardedPoller's ``stop_timeout`` (by default
+:data:`STOP_TIMEOUT`) is killed. Worker processes ignore SIGINT
 (the parent's to handle) and take SIGTERM (sent to a whole process group by
 ``timeout``, systemd, CI) as a stop. A worker whose parent disappears stops too.
 """
@@ -42,7 +43,8 @@ log = logging.getLogger("pssh.poll.shards")
 FORWARD_INTERVAL = 0.25
 #: The most results and health reports a shard holds while its parent is not reading.
 FORWARD_BOUND = 100_000
-#: Seconds a stopped shard gets to close its sessions and send what it holds.
+#: Seconds a stopped shard gets to close its sessions and send what it holds, and then
+#: the sinks to send theirs, unless ``ShardedPoller(stop_timeout=...)`` says otherwise.
 STOP_TIMEOUT = 20.0
 #: The longest delay (s) before a worker process that died is started again.
 RESTART_MAX = 30.0
@@ -421,7 +423,9 @@ class ShardedPoller:
 
     Per-host ``host_config``, ``ssh_config`` and the other connection settings go to the
     shards as given (pickled): key files and known_hosts are read where the shard
-    runs.
+    runs. ``stop_timeout``: how long stopping may take, as the Poller's: the shards get
+    half of it (their polls in flight, then their sessions closed; a shard still running
+    after that is killed), the sinks the rest (at least a second) to send what they hold.
     """
 
     def __init__(self, hosts: Sequence[str], checks: Sequence[Check], *,
@@ -430,9 +434,12 @@ class ShardedPoller:
                  on_result: Optional[Callable[[PollResult], None]] = None,
                  on_health: Optional[Callable[[Health], None]] = None,
                  health_interval: float = 10.0, workers_per_bucket: Optional[int] = None,
-                 host_config: Optional[Sequence[Any]] = None, **connect_settings: Any) -> None:
+                 host_config: Optional[Sequence[Any]] = None,
+                 stop_timeout: float = 2 * STOP_TIMEOUT, **connect_settings: Any) -> None:
         if (processes is None) == (scheduler is None):
             raise ValueError("ShardedPoller needs processes=N or scheduler=..., not both")
+        if stop_timeout <= 0:
+            raise ValueError("stop_timeout must be positive")
         self.hosts = list(hosts)
         if not self.hosts or not checks:
             raise ValueError("ShardedPoller needs hosts and checks")
@@ -443,6 +450,8 @@ class ShardedPoller:
         self.on_result = on_result
         self.on_health = on_health
         self.health_interval = health_interval
+        self.stop_timeout = stop_timeout
+        self._stop_deadline: Optional[float] = None
         self._checks = _portable(checks)
         self._buckets = buckets if buckets is not None else Buckets()
         self._workers = workers_per_bucket
@@ -465,7 +474,7 @@ class ShardedPoller:
         specs = []
         level = logging.getLogger("pssh").getEffectiveLevel()
         for number, indices in enumerate(partition(len(self.hosts), count)):
-            settings = dict(self._settings)
+            settings = dict(self._settings, stop_timeout=self.stop_timeout / 2)
             if self._host_config is not None:
                 settings["host_config"] = [self._host_config[i] for i in indices]
             hosts = [self.hosts[i] for i in indices]
@@ -479,9 +488,9 @@ class ShardedPoller:
     def run(self, duration: Optional[float] = None) -> None:
         """Start the shards and poll until ``duration`` seconds have passed, :meth:`stop`
         is called or every shard has ended; then stop the shards (each closes its
-        sessions and sends what it holds; one that does not within
-        :data:`STOP_TIMEOUT` is killed), write the last health, flush and close the
-        sinks."""
+        sessions and sends what it holds; one that does not within half of
+        ``stop_timeout`` is killed), write the last health, flush and close the sinks
+        (within the rest of ``stop_timeout``)."""
         if self._running or self._closed:
             raise RuntimeError("this ShardedPoller has run already (or is running)")
         self._running = True
@@ -497,10 +506,11 @@ class ShardedPoller:
                 self._shards = self._start_dask()
             reporter = gevent.spawn(self._report_health)
             gevent.wait([self._stop, self._shards.ended], timeout=duration, count=1)
+            self._stop_deadline = time.monotonic() + self.stop_timeout
             self._shards.stop()
-            if not self._shards.ended.wait(STOP_TIMEOUT):
-                log.warning("shards still running %s s after they were told to stop",
-                            STOP_TIMEOUT)
+            if not self._shards.ended.wait(self.stop_timeout / 2):
+                log.warning("shards still running %s s after they were told to stop: "
+                            "killed", self.stop_timeout / 2)
         finally:
             if reporter is not None:
                 reporter.kill()
@@ -513,7 +523,7 @@ class ShardedPoller:
             return
         self._closed = True
         self._write_health(self.health())
-        deadline = time.monotonic() + STOP_TIMEOUT
+        deadline = self._stop_deadline or time.monotonic() + self.stop_timeout / 2
         for sink in self.sinks:
             try:
                 sink.flush(max(1.0, deadline - time.monotonic()))
