@@ -178,11 +178,12 @@ def test_processes_2_poll_every_host_each_shard_keeping_its_bucket_state():
 
 def test_a_worker_process_that_dies_is_started_again_and_its_hosts_polled():
     run = start("--embedded", "2", "--check", LOAD, "--interval", "0.5s", "--processes", "2",
-                "--output", "json")
+                "--health-interval", "0.5", "--output", "json")
     killed = []
 
     def kill_one_and_wait_for_its_successor():
         wait_until(lambda: len(workers_of(run.pid)) == 2, what="two worker processes")
+        time.sleep(4)  # the victim has counted polls before it dies
         victim = workers_of(run.pid)[0]
         os.kill(victim, signal.SIGKILL)
         killed.append(time.time())
@@ -193,8 +194,12 @@ def test_a_worker_process_that_dies_is_started_again_and_its_hosts_polled():
     stdout, stderr = signalled(run, signal.SIGTERM, kill_one_and_wait_for_its_successor)
     assert run.returncode == 143, stderr
     assert "was killed by signal 9; started again" in stderr
-    results, _ = json_lines(stdout)
+    results, health = json_lines(stdout)
     assert {r["host"] for r in results if r["time"] > killed[0]} == {"127.0.0.1", "127.0.0.2"}
+    # The fleet's counters since the start keep what the dead worker had counted.
+    for counter in ("polls", "late", "skipped", "reconnects", "dropped"):
+        counts = [h[counter] for h in health]
+        assert counts == sorted(counts), (counter, counts)
 
 
 def test_processes_with_a_database_that_never_answers_end_and_count_what_they_dropped():

@@ -291,6 +291,7 @@ class _ProcessShards:
                 return
             delay = min(RESTART_MAX, delay * 2)
             self.restarts += 1
+            deliver(("restarted", number))
             self.shards[number] = _ProcessShard(self.specs[number], deliver)
 
     def _watch(self) -> None:
@@ -414,6 +415,25 @@ class _DaskShards:
 
 # -- the parent -----------------------------------------------------------------------
 
+@dataclass
+class _Cumulative:
+    """The health counters that count since the start, added up over reports."""
+
+    polls: int = 0
+    late: int = 0
+    skipped: int = 0
+    reconnects: int = 0
+    dropped: int = 0
+
+    def add(self, report: Health) -> "_Cumulative":
+        self.polls += report.polls
+        self.late += report.late
+        self.skipped += report.skipped
+        self.reconnects += report.reconnects
+        self.dropped += report.dropped
+        return self
+
+
 class ShardedPoller:
     """A :class:`~pssh.poll.poller.Poller` whose hosts are partitioned over ``processes``
     worker processes (a number, or ``"auto"``: one per core) or the Dask cluster
@@ -459,6 +479,9 @@ class ShardedPoller:
         self._settings = connect_settings
         self.processes, self.scheduler = processes, scheduler
         self._latest: Dict[int, Health] = {}
+        # What shards that died had counted (their successors count from zero): the
+        # fleet's cumulative counters must not go down when a worker is started again.
+        self._counted_before = _Cumulative()
         self._states: Dict[Tuple[str, str], HostState] = {}
         self._outbox_dropped: Dict[int, int] = {}
         #: Shard number of each host (known once :meth:`run` has started).
@@ -567,6 +590,10 @@ class ShardedPoller:
         elif kind == "ended":
             self._states.update(rest[0])
             self._outbox_dropped[number] = rest[1]
+        elif kind == "restarted":
+            last = self._latest.pop(number, None)
+            if last is not None:
+                self._counted_before.add(last)
         elif kind == "error":
             self.errors.append(f"shard {number}: {rest[0]}")
             log.error("shard %d: %s", number, rest[0])
@@ -590,14 +617,16 @@ class ShardedPoller:
         for report in reports:
             for interval, count in report.hosts_per_bucket.items():
                 buckets[interval] = buckets.get(interval, 0) + count
-        dropped = sum(r.dropped for r in reports) + sum(s.dropped for s in self.sinks)
-        return Health(time=time.time(), polls=sum(r.polls for r in reports),
+        counted = replace(self._counted_before)
+        for report in reports:
+            counted.add(report)
+        return Health(time=time.time(), polls=counted.polls,
                       polls_per_s=sum(r.polls_per_s for r in reports),
-                      late=sum(r.late for r in reports),
-                      skipped=sum(r.skipped for r in reports),
+                      late=counted.late, skipped=counted.skipped,
                       late_max=max((r.late_max for r in reports), default=0.0),
                       hosts_per_bucket=buckets, hosts_down=sum(r.hosts_down for r in reports),
-                      reconnects=sum(r.reconnects for r in reports), dropped=dropped,
+                      reconnects=counted.reconnects,
+                      dropped=counted.dropped + sum(s.dropped for s in self.sinks),
                       buffered=sum(r.buffered for r in reports)
                       + sum(s.buffered for s in self.sinks),
                       in_flight=sum(r.in_flight for r in reports))
@@ -605,7 +634,7 @@ class ShardedPoller:
     @property
     def skipped(self) -> int:
         """Rounds the shards skipped (see :attr:`Poller.skipped`), as they last reported."""
-        return sum(r.skipped for r in self._latest.values())
+        return self.health().skipped
 
     def states(self) -> Dict[Tuple[str, str], HostState]:
         """Bucket state per (host, check), as the shards had it when they ended."""
