@@ -115,6 +115,22 @@ def test_influxdb1_user_with_write_rights_only_gets_its_points_written():
         assert data["results"][0]["series"][0]["values"][0][1] == 3
 
 
+def test_a_partial_write_counts_only_the_points_influxdb_refused(influx, caplog):
+    # A value whose type changes (a parser that gives a number, then text) is refused by
+    # InfluxDB point by point; it writes the rest of the batch ("partial write").
+    sink = InfluxDB1Sink(influx.url, "partial", flush_interval=0.05)
+    sink.write(result("h0", {"load1": 1.0}, when=1.0))
+    sink.flush(HANG)
+    for i, value in enumerate([2.0, "text", 3.0, "more text"], start=1):
+        sink.write(result(f"h{i}", {"load1": value}, when=1.0 + i))
+    with caplog.at_level(logging.ERROR, logger="pssh"):
+        sink.close(HANG)
+    assert (sink.sent, sink.dropped) == (3, 2)
+    stored = influx.query('SELECT "load1" FROM "ssh_poll"', "partial")["series"][0]
+    assert [v[1] for v in stored["values"]] == [1.0, 2.0, 3.0]
+    assert "field type conflict" in caplog.text and "points not sent" in caplog.text
+
+
 def test_values_polled_from_sshd_are_read_back_from_influxdb1(group, influx):
     sink = InfluxDB1Sink(influx.url, "polls", flush_interval=0.2)
     results, health = poll(group, [sink], 2.5)

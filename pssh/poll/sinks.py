@@ -27,6 +27,7 @@ import json
 import logging
 import math
 import random
+import re
 import time
 import urllib.error
 import urllib.parse
@@ -68,7 +69,29 @@ class SinkUnavailable(OSError):
 
 
 class PointsRejected(ValueError):
-    """The destination refused these points for good (bad data, no permission): dropped."""
+    """The destination refused these points for good (bad data, no permission): dropped.
+
+    ``refused``: how many of the batch's points, when the destination wrote the others
+    (InfluxDB's "partial write"); None when it refused the whole batch.
+    """
+
+    def __init__(self, message: str, refused: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.refused = refused
+
+
+#: InfluxDB 1.x and 2.x: "partial write: <why> dropped=N" (N points of a field type
+#: conflict; a line it cannot parse is said as "unable to parse" and not in N).
+_PARTIAL_WRITE = re.compile(r"partial write:.*\bdropped=(\d+)", re.S)
+
+
+def _points_refused(answer: str) -> Optional[int]:
+    """How many points an answer that says "partial write" counts as refused (the
+    others were written), or None when it does not say so."""
+    match = _PARTIAL_WRITE.search(answer)
+    if match is None:
+        return None
+    return int(match.group(1)) + answer.count("unable to parse")
 
 
 def _original(module: str, name: str) -> Any:
@@ -251,9 +274,14 @@ class BufferedSink:
                             self._note_error(err, "points are kept and retried", log.warning)
                         self._back_off(failures)
                         continue
+                    refused = len(batch)
+                    if isinstance(err, PointsRejected) and err.refused is not None:
+                        refused = min(len(batch), err.refused + self._unencodable)
+                        self._sent += len(batch) - refused  # the destination wrote them
                     self._take(len(batch))
-                    self._rejected += len(batch)
-                    self._note_error(err, f"{len(batch)} points not sent", log.error)
+                    self._rejected += refused
+                    self._note_error(err, f"{refused} of {len(batch)} points not sent",
+                                     log.error)
                 else:
                     self._take(len(batch))
                     self._rejected += self._unencodable
@@ -414,11 +442,11 @@ class _HTTPSink(BufferedSink):
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
                 response.read()
         except urllib.error.HTTPError as err:
-            detail = err.read().decode(errors="replace").strip()[:300]
-            message = f"HTTP {err.code} from {self.url}{path}: {detail}"
+            answer = err.read().decode(errors="replace").strip()
+            message = f"HTTP {err.code} from {self.url}{path}: {answer[:300]}"
             if err.code in (408, 429) or err.code >= 500:
                 raise SinkUnavailable(message) from None
-            raise PointsRejected(message) from None
+            raise PointsRejected(message, _points_refused(answer)) from None
         except (urllib.error.URLError, OSError) as err:
             raise SinkUnavailable(f"cannot reach {self.url}: "
                                   f"{getattr(err, 'reason', None) or err}") from None
