@@ -16,7 +16,7 @@ import pytest
 from pssh.poll import Buckets, Check, Poller, PollResult, Upgrade, key_value, loadavg
 from pssh.poll.sinks import encode_line
 from pssh.sshd import ServerGroup, free_port
-from processes import stopped
+from processes import processes_with, stopped
 
 HANG = 60  # seconds: only a hang takes this long
 
@@ -373,6 +373,30 @@ def test_a_poll_longer_than_its_interval_skips_rounds_and_counts_them(group):
     health = [i for i in sink.items if not isinstance(i, PollResult)]
     assert health[-1].skipped == poller.skipped
     assert f"skipped={float(poller.skipped)}" in encode_line(health[-1])
+
+
+def test_a_command_past_its_deadline_is_killed_and_its_connection_kept(group):
+    # A check that hangs (a stuck df, a tool waiting on a lock) must not pile up processes
+    # on the host, one per poll, nor cost a new connection per poll.
+    server = group.servers[0]
+    tag = f"poll-hang-{os.getpid()}"
+    before = accepted(server)
+    results = []
+    poller = Poller([server.address], [Check("hangs", f"sleep 60; echo {tag}", timeout=0.5)],
+                    buckets=Buckets.fixed(1), **settings(group))
+
+    def on_result(result):
+        results.append(result)
+        if len(results) == 3:
+            poller.stop()   # from the poller's own greenlet: no fourth poll starts
+
+    poller.on_result = on_result
+    poller.run(HANG)
+    assert [r.status for r in results] == ["timeout"] * 3
+    assert all(f"{server.address}:{group.port}" in r.error for r in results)
+    assert processes_with(tag) == []   # each killed at its deadline
+    assert poller.sessions[server.address].connects == 1
+    assert accepted(server) - before == 1
 
 
 def test_a_thousand_unreachable_hosts_in_one_process(group):

@@ -35,8 +35,10 @@ log = logging.getLogger("pssh.poll.sessions")
 #: standard error (the last ones): a runaway command cannot fill the poller's memory.
 MAX_OUTPUT = 1 << 20
 
-#: Seconds the server gets to answer the close of a channel whose command missed its
-#: deadline before its connection counts as hung and is dropped.
+#: Seconds the server gets to stop a command that missed its deadline (SIGKILL to the
+#: command's processes, then its channel's close) before its connection counts as hung
+#: and is dropped. A close alone is not enough: sshd answers it only once the command
+#: has ended, and the command would go on running after the poll.
 CLOSE_GRACE = 2.0
 
 
@@ -232,7 +234,8 @@ class HostSession:
         timer.start()
         output = stderr_tail = None
         try:
-            output = client.run_command(command, encoding=encoding)
+            # Cancellable: past the deadline the command and its children are killed.
+            output = client.run_command(command, encoding=encoding, cancellable=True)
             stderr_tail = gevent.spawn(_read_tail, output.buffers.stderr.rw_buffer.chunks())
             stdout = _read_capped(output.buffers.stdout.rw_buffer.chunks())
             client.wait_finished(output)
@@ -276,18 +279,24 @@ class HostSession:
                              stderr.decode(encoding, "replace"), time.monotonic() - started)
 
     def _abandon(self, client: SSHClient, output) -> None:
-        """A command missed its deadline: close its channel; a server that does not answer
-        even that within :data:`CLOSE_GRACE` is hung, and its connection is dropped."""
+        """A command missed its deadline: kill it (its processes, found by the marker of
+        a cancellable command) and close its channel, so that the connection can serve the
+        next poll. A server that has not done so within :data:`CLOSE_GRACE` (a hung host,
+        or a process that SIGKILL cannot end, such as one stuck on a dead NFS mount) loses
+        its connection: the next poll makes a new one."""
         if output is None or not self.connected:
             self.lost("no answer to starting the command")
             return
         try:
-            with gevent.Timeout(CLOSE_GRACE):
-                client.close_channel(output.channel)
+            with gevent.Timeout(2 * CLOSE_GRACE):
+                client.cancel(output, "KILL", timeout=CLOSE_GRACE)
         except gevent.Timeout:
-            self.lost(f"no answer within {CLOSE_GRACE} s to closing a channel")
+            self.lost(f"no answer within {2 * CLOSE_GRACE:g} s to stopping a command")
         except Exception as err:
-            self.lost(f"closing a channel failed: {reason_of(err)}")
+            self.lost(f"stopping a command failed: {reason_of(err)}")
+        else:
+            if not output.channel.eof():
+                self.lost(f"the command outlived SIGKILL for {CLOSE_GRACE:g} s")
 
     def close(self) -> None:
         """Close the connection now; no new one is made afterwards."""
