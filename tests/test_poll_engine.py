@@ -13,6 +13,7 @@ import time
 import gevent
 import pytest
 
+from pssh.clients import SSHClient
 from pssh.poll import Buckets, Check, Poller, PollResult, Upgrade, key_value, loadavg
 from pssh.poll.sinks import encode_line
 from pssh.sshd import ServerGroup, free_port
@@ -377,12 +378,19 @@ def test_a_poll_longer_than_its_interval_skips_rounds_and_counts_them(group):
 
 def test_a_command_past_its_deadline_is_killed_and_its_connection_kept(group):
     # A check that hangs (a stuck df, a tool waiting on a lock) must not pile up processes
-    # on the host, one per poll, nor cost a new connection per poll.
+    # on the host, one per poll, nor cost a new connection per poll; the same user's
+    # commands over other connections are not the poller's to kill.
     server = group.servers[0]
-    tag = f"poll-hang-{os.getpid()}"
+    # Durations as tags: the shell's command line and sleep's own carry them.
+    mine, others = f"60.{os.getpid()}", f"61.{os.getpid()}"
+    bystander = SSHClient(server.address, port=group.port, pkey=group.keys.private(),
+                          known_hosts=group.known_hosts_file(), allow_agent=False,
+                          identity_auth=False)
+    other = bystander.run_command(f"sleep {others}; echo done")
+    wait_until(lambda: len(processes_with(others)) == 2, what="the other connection's command")
     before = accepted(server)
     results = []
-    poller = Poller([server.address], [Check("hangs", f"sleep 60; echo {tag}", timeout=0.5)],
+    poller = Poller([server.address], [Check("hangs", f"sleep {mine}; echo 1", timeout=0.5)],
                     buckets=Buckets.fixed(1), **settings(group))
 
     def on_result(result):
@@ -391,12 +399,17 @@ def test_a_command_past_its_deadline_is_killed_and_its_connection_kept(group):
             poller.stop()   # from the poller's own greenlet: no fourth poll starts
 
     poller.on_result = on_result
-    poller.run(HANG)
-    assert [r.status for r in results] == ["timeout"] * 3
-    assert all(f"{server.address}:{group.port}" in r.error for r in results)
-    assert processes_with(tag) == []   # each killed at its deadline
-    assert poller.sessions[server.address].connects == 1
-    assert accepted(server) - before == 1
+    try:
+        poller.run(HANG)
+        assert [r.status for r in results] == ["timeout"] * 3
+        assert all(f"{server.address}:{group.port}" in r.error for r in results)
+        assert processes_with(mine) == []   # each killed at its deadline, sleep and shell
+        assert poller.sessions[server.address].connects == 1
+        assert accepted(server) - before == 1
+        assert len(processes_with(others)) == 2   # not this poller's
+    finally:
+        bystander.cancel(other, "KILL")
+        bystander.close()
 
 
 def test_a_thousand_unreachable_hosts_in_one_process(group):

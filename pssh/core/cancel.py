@@ -32,6 +32,21 @@ def with_marker(command: str, marker: str) -> str:
     return f"export {MARKER}={marker}; exec \"$SHELL\" -c {shlex.quote(command)}"
 
 
+def kill_connection_script(signal: str = "TERM") -> str:
+    """A POSIX shell command that sends ``signal`` to every process started over the SSH
+    connection it runs on (their ``SSH_CONNECTION``, which sshd sets to the same value for
+    every channel of a connection), but itself.
+
+    For a connection with one command at a time (a poller's): that command is stopped
+    without having been started with a marker, so the command itself runs unwrapped, on
+    any server (a network device's CLI too; only the stop needs a POSIX shell).
+    """
+    return ('e="SSH_CONNECTION=$SSH_CONNECTION"; '
+            'for f in $(grep -lzxF "$e" /proc/[0-9]*/environ 2>/dev/null); do '
+            f'p=${{f#/proc/}}; p=${{p%/environ}}; [ "$p" = "$$" ] || '
+            f'kill -{shlex.quote(signal)} "$p" 2>/dev/null; done; true')
+
+
 def kill_script(marker: str, signal: str = "TERM") -> str:
     """A POSIX shell command that sends ``signal`` to the processes carrying ``marker``."""
     entry = shlex.quote(f"{MARKER}={marker}")

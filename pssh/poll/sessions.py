@@ -26,6 +26,7 @@ from gevent.lock import Semaphore
 from pssh import exceptions as exc
 from pssh.clients import SSHClient
 from pssh.clients.native.jump import JumpHosts
+from pssh.core.cancel import kill_connection_script
 from pssh.options import ConnectOptions
 from pssh.ssh_config import SSHConfig
 
@@ -234,8 +235,7 @@ class HostSession:
         timer.start()
         output = stderr_tail = None
         try:
-            # Cancellable: past the deadline the command and its children are killed.
-            output = client.run_command(command, encoding=encoding, cancellable=True)
+            output = client.run_command(command, encoding=encoding)
             stderr_tail = gevent.spawn(_read_tail, output.buffers.stderr.rw_buffer.chunks())
             stdout = _read_capped(output.buffers.stdout.rw_buffer.chunks())
             client.wait_finished(output)
@@ -279,9 +279,9 @@ class HostSession:
                              stderr.decode(encoding, "replace"), time.monotonic() - started)
 
     def _abandon(self, client: SSHClient, output) -> None:
-        """A command missed its deadline: kill it (its processes, found by the marker of
-        a cancellable command) and close its channel, so that the connection can serve the
-        next poll. A server that has not done so within :data:`CLOSE_GRACE` (a hung host,
+        """A command missed its deadline: kill it (every process of this connection, whose
+        polls take turns) and close its channel, so that the connection can serve the next
+        poll. A server that has not done so within :data:`CLOSE_GRACE` (a hung host,
         or a process that SIGKILL cannot end, such as one stuck on a dead NFS mount) loses
         its connection: the next poll makes a new one."""
         if output is None or not self.connected:
@@ -289,6 +289,9 @@ class HostSession:
             return
         try:
             with gevent.Timeout(2 * CLOSE_GRACE):
+                # The only command on this connection: its processes are the connection's.
+                killer = client.run_command(kill_connection_script("KILL"))
+                client.wait_finished(killer)
                 client.cancel(output, "KILL", timeout=CLOSE_GRACE)
         except gevent.Timeout:
             self.lost(f"no answer within {2 * CLOSE_GRACE:g} s to stopping a command")
