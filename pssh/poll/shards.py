@@ -425,13 +425,12 @@ class _Cumulative:
     reconnects: int = 0
     dropped: int = 0
 
-    def add(self, report: Health) -> "_Cumulative":
+    def add(self, report: Health) -> None:
         self.polls += report.polls
         self.late += report.late
         self.skipped += report.skipped
         self.reconnects += report.reconnects
         self.dropped += report.dropped
-        return self
 
 
 class ShardedPoller:
