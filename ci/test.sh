@@ -14,4 +14,6 @@ if [ $# -eq 0 ]; then
 fi
 # From tests/ so that the installed package, not the source tree, is imported.
 cd tests
-exec ../.venv/bin/python -m pytest -p no:cacheprovider "$@"
+# The slowest tests are listed before the summary: the whole CI run must stay under
+# 30 minutes, and this shows where the time goes.
+exec ../.venv/bin/python -m pytest -p no:cacheprovider --durations=30 "$@"
