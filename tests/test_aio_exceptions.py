@@ -140,8 +140,10 @@ async def _failures(ssh, server, tmp_path, bad_key, blackhole) -> dict:
     await attempt("lost", with_conn(lost))
     await attempt("connect timeout", with_conn(lambda c: c.run("true"), port=blackhole,
                                                 connect_timeout=1))
+    # A server that never sends its banner: login_timeout bounds the handshake too (a
+    # connect_timeout beyond the test's own would make a miss a hang, not a slow pass).
     await attempt("login timeout", with_conn(lambda c: c.run("true"), port=blackhole,
-                                              login_timeout=1))
+                                              login_timeout=1, connect_timeout=600))
     return seen
 
 

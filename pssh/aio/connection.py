@@ -101,7 +101,7 @@ async def _connect(host: str, port: Optional[int], opts: SSHClientConnectionOpti
 async def _connect_resolved(host: str, resolved, opts: SSHClientConnectionOptions, tunnel,
                             client_factory) -> "SSHClientConnection":
     limit = resolved.connect_timeout
-    login_deadline = deadline_after(opts.login_timeout)
+    login_deadline = None
     via = tunnel
     if via is None and resolved.jump_hops:
         via = await _jump_chain(resolved, opts)
@@ -112,6 +112,10 @@ async def _connect_resolved(host: str, resolved, opts: SSHClientConnectionOption
     client = None
     try:
         sock = await RUNNER.run(dial(1))
+        # asyncssh's login_timeout runs from the TCP connection to the end of the login:
+        # the handshake is in it (a server that never sends its banner included).
+        login_deadline = deadline_after(opts.login_timeout)
+        attempt.cap_at(login_deadline)
         client = client_factory() if client_factory is not None else None
         link = await RUNNER.run(start_session(dest, resolved, sock, Session, attempt,
                                               dial=dial))
@@ -120,7 +124,7 @@ async def _connect_resolved(host: str, resolved, opts: SSHClientConnectionOption
         conn = SSHClientConnection(host, resolved, link, client, opts)
         if via is not None and tunnel is None:
             conn._jump = via
-        await conn._start(attempt, login_deadline)
+        await conn._start(attempt)
     except BaseException as err:
         if link is not None:
             link.close()
@@ -216,14 +220,11 @@ class SSHClientConnection:
 
     # -- connecting --------------------------------------------------------------------
 
-    async def _start(self, attempt: Attempt, login_deadline: Optional[float]) -> None:
+    async def _start(self, attempt: Attempt) -> None:
         options = self._resolved.options
         self._verify_host_key(options)
         if self._client is not None:
             self._client.begin_auth(self.username)
-        if login_deadline is not None and (attempt.deadline is None
-                                           or login_deadline < attempt.deadline):
-            attempt.deadline = login_deadline
         await self._login(attempt)
         if self._client is not None:
             self._client.auth_completed()

@@ -23,21 +23,33 @@ class Attempt:
     """One attempt to connect, handshake and log in: the connect timeout bounds it as a
     whole, whatever the server sends meanwhile. :meth:`start` begins the next one."""
 
-    __slots__ = ("limit", "deadline")
+    __slots__ = ("limit", "deadline", "cap")
 
     def __init__(self, limit: Optional[float]) -> None:
         self.limit = limit
+        self.cap: Optional[float] = None
         self.deadline: Optional[float] = None
         self.start()
 
     def start(self) -> None:
-        self.deadline = deadline_after(self.limit)
+        self.deadline = _earlier(deadline_after(self.limit), self.cap)
+
+    def cap_at(self, cap: Optional[float]) -> None:
+        """No attempt, this one or a retry, ends after the monotonic time ``cap``
+        (asyncssh's ``login_timeout``: one limit for the handshake and the login)."""
+        self.cap = cap
+        self.deadline = _earlier(self.deadline, cap)
 
     def left(self) -> Optional[float]:
         """Seconds left (at least a sliver, so that a call made after the deadline fails
         on its first wait with a clear Timeout)."""
         left = remaining(self.deadline)
         return None if left is None else max(left, 1e-3)
+
+
+def _earlier(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    """The earlier of two deadlines, None being never."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 def named(err: BaseException, host: str, port: int) -> BaseException:
