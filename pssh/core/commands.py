@@ -120,14 +120,9 @@ def stop(link: Link, streams: CommandStreams, signal: str = "TERM",
             yield from streams.wait_eof(grace, settle=True)
         except exc.Timeout:
             log.warning("%s: the command outlived %s", link.host, signal)
-    ended = streams.closed or bool(streams.channel.eof())
     try:
         # Without a pty sshd answers at once, whether the command ended or not.
         yield from streams.close(timeout=grace)
-        if not ended and streams.exit_signal is None and streams.exit_code == 0:
-            # Closed before the command said how it ended: libssh2 reports 0 for "no
-            # exit status", which must not pass for a success of a stopped command.
-            streams.exit_code = None
     except exc.Timeout:
         log.warning("%s: the command is still running (no pty, and the server ignored the "
                     "signal); its channel is given up", link.host)
