@@ -102,7 +102,18 @@ def agent(server, tmp_path):
         proc.wait()
 
 
-__all__ = ["PASSWORD", "PASSPHRASE", "connect", "run", "read_all"]
+def trusting(path, *servers) -> str:
+    """``path`` as a known_hosts file that holds the host keys of ``servers`` (servers or
+    groups; kept lines are kept): what a user has before connecting where nothing is
+    accepted on first use (pssh.aio, as asyncssh; ``strict``)."""
+    lines = "".join(s.known_hosts_lines() for group in servers
+                    for s in getattr(group, "servers", [group]))
+    with open(path, "a") as fh:
+        fh.write(lines)
+    return str(path)
+
+
+__all__ = ["PASSWORD", "PASSPHRASE", "connect", "run", "read_all", "trusting"]
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])

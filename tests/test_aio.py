@@ -14,15 +14,18 @@ import pytest
 from pssh import aio
 from pssh import exceptions as exc
 from pssh.sshd import PASSPHRASE, ClientKeys
+from conftest import trusting
 from processes import alive
 
 
 
 @pytest.fixture
-def login(server, tmp_path):
-    """connect() arguments for the test server, with a private known_hosts."""
+def login(servers, tmp_path):
+    """connect() arguments for the test servers, with a private known_hosts that holds
+    their keys (pssh.aio, as asyncssh, verifies every host and never writes the file)."""
+    server = servers.servers[0]
     return dict(port=server.port, username=server.user, client_keys=[server.keys.private()],
-                known_hosts=str(tmp_path / "known_hosts"), agent_path=None)
+                known_hosts=trusting(tmp_path / "known_hosts", servers), agent_path=None)
 
 
 def open_fds() -> int:
@@ -137,14 +140,20 @@ def test_failed_download_leaves_no_file(server, login, run_loop, tmp_path):
     assert os.listdir(tmp_path) == ["known_hosts"]
 
 
-def test_unknown_host_key_refused_under_strict_policy(server, login, run_loop):
+@pytest.mark.parametrize("policy", [{}, {"host_key_policy": "strict"}])
+def test_unknown_host_key_refused_by_default_and_under_strict_policy(server, login, run_loop,
+                                                                     tmp_path, policy):
+    (tmp_path / "empty").write_text("")
+    login["known_hosts"] = str(tmp_path / "empty")
+
     async def main():
-        async with aio.connect(server.address, host_key_policy="strict", **login):
+        async with aio.connect(server.address, **policy, **login):
             pass
     with pytest.raises(aio.HostKeyNotVerifiable) as info:
         run_loop(main())
     assert isinstance(info.value, exc.UnknownHostKeyError.__bases__[0])  # a HostKeyError
     assert server.address in str(info.value)
+    assert (tmp_path / "empty").read_text() == ""   # asyncssh never writes the file
 
 
 def test_wrong_key_is_permission_denied_naming_what_was_tried(server, login, run_loop,
@@ -216,7 +225,7 @@ def test_cancelled_command_and_transfer_and_handshake_leak_nothing(server, login
     (tmp_path / "big").write_bytes(os.urandom(8 * 1024 * 1024))
 
     async def main():
-        async with aio.connect(server.address, **login) as conn:   # warm: known_hosts written
+        async with aio.connect(server.address, **login) as conn:   # warm
             await conn.run("true")
         before = open_fds()
         async with aio.connect(server.address, **login) as conn:
@@ -343,7 +352,7 @@ def test_a_silent_server_is_declared_lost_by_keepalives(run_loop, tmp_path):
 
     with OpenSSHServer("127.0.0.78") as silent:
         login = dict(port=silent.port, username=silent.user, client_keys=[silent.keys.private()],
-                     known_hosts=str(tmp_path / "kh"), agent_path=None)
+                     known_hosts=trusting(tmp_path / "kh", silent), agent_path=None)
 
         async def main():
             async with aio.connect(silent.address, keepalive_interval=1, keepalive_count_max=2,

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from conftest import PASSWORD
+from conftest import PASSWORD, trusting
 from pssh import aio
 from pssh.known_hosts import fingerprint
 
@@ -18,8 +18,9 @@ from pssh.known_hosts import fingerprint
 
 @pytest.fixture
 def login(server, tmp_path):
+    """connect() arguments, with a known_hosts file that holds the server's keys."""
     return dict(port=server.port, username=server.user, client_keys=[server.keys.private()],
-                known_hosts=str(tmp_path / "known_hosts"), agent_path=None)
+                known_hosts=trusting(tmp_path / "known_hosts", server), agent_path=None)
 
 
 
@@ -97,6 +98,7 @@ def test_no_credentials_from_the_client_is_permission_denied(server, login, run_
 
 
 def test_the_client_decides_on_unknown_host_keys(server, login, run_loop, tmp_path):
+    login["known_hosts"] = str(tmp_path / "unknown")   # no file: every host is unknown
     seen = []
 
     def client(answer):

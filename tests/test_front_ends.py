@@ -20,6 +20,7 @@ from pssh import exceptions as exc
 from pssh.core.settings import declarations
 from ssh2 import exceptions as ssh2_exc
 from pssh.sshd import OpenSSHServer, ServerGroup
+from conftest import trusting
 from processes import processes_with, stopped
 
 FRONT_ENDS = ["gevent", "asyncio", "uvloop"]
@@ -98,8 +99,8 @@ def group():
 
 def login(group, tmp_path, **more) -> dict:
     return dict(port=group.port, pkey=group.keys.private(), allow_agent=False,
-                identity_auth=False, ssh_config=False, known_hosts=str(tmp_path / "kh"),
-                num_retries=1, **more)
+                identity_auth=False, ssh_config=False,
+                known_hosts=trusting(tmp_path / "kh", group), num_retries=1, **more)
 
 
 @pytest.mark.parametrize("front_end", FRONT_ENDS)
@@ -115,7 +116,8 @@ def test_a_user_certificate_logs_in(front_end, tmp_path):
                "-V", "+1h", str(key) + ".pub")
         out = run_command(front_end, server.address, "echo by certificate", port=server.port,
                           pkey=str(key), allow_agent=False, identity_auth=False,
-                          ssh_config=False, known_hosts=str(tmp_path / "kh"), num_retries=1)
+                          ssh_config=False, known_hosts=trusting(tmp_path / "kh", server),
+                          num_retries=1)
         assert out == ("by certificate\n", 0)
         server.wait_for_log(f'Accepted certificate ID "cert-{front_end}"')
 
@@ -135,7 +137,7 @@ def test_proxy_jump_from_the_ssh_config(front_end, tmp_path):
                 Port {hosts.port}
                 IdentityFile {hosts.keys.private()}
                 IdentitiesOnly yes
-                UserKnownHostsFile {tmp_path / 'kh'}
+                UserKnownHostsFile {trusting(tmp_path / 'kh', hosts)}
             """))
         out = run_command(front_end, "target", "echo behind the jump host",
                           ssh_config=str(config), num_retries=1)
@@ -158,7 +160,7 @@ def test_the_default_identity_files_are_the_same(front_end, group, tmp_path):
         from test_front_ends import run_command
         print(run_command({front_end!r}, {group.hosts[0]!r}, "echo default key",
                           port={group.port}, allow_agent=False, ssh_config=False,
-                          known_hosts={str(tmp_path / 'kh')!r}, num_retries=1))
+                          known_hosts={trusting(tmp_path / 'kh', group)!r}, num_retries=1))
     """)
     env = dict(os.environ, HOME=str(home))
     env.pop("SSH_AUTH_SOCK", None)

@@ -16,6 +16,8 @@ from pssh.clients import ParallelSSHClient, SSHClient
 from pssh.config import HostConfig
 from pssh.sshd import PASSPHRASE, ServerGroup
 
+from conftest import trusting
+
 
 @pytest.fixture(scope="module")
 def group():
@@ -96,7 +98,7 @@ FRONT_ENDS = {
 def test_key_file_error_names_each_host_and_the_cause(group, bad_keys, tmp_path, front_end,
                                                       case):
     key, passphrase, cause = bad_keys[case]
-    errors = FRONT_ENDS[front_end](group, key, passphrase, str(tmp_path / "kh"))
+    errors = FRONT_ENDS[front_end](group, key, passphrase, trusting(tmp_path / "kh", group))
     assert set(errors) == set(group.hosts)
     for host, err in errors.items():
         assert isinstance(err, exc.PKeyFileError), (host, err)

@@ -24,6 +24,7 @@ from pssh import aio
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient
 from pssh.sshd import ServerGroup, _descendants
+from conftest import trusting
 from tiny_disk import run_on_tiny_disk, tiny_disk
 
 BIG = 64 << 20
@@ -208,7 +209,7 @@ def test_connection_killed_mid_transfer_names_its_host(group, big_file, dirs, tm
     src, dst = paths(operation, big_file, local, remote)
     watched = remote if operation.endswith("upload") else local
     with KillWhen(grown(watched, victim.address, 4 << 20), server_processes(victim)) as kill:
-        errors = transfer(front_end, operation, group, src, dst, str(tmp_path / "kh"))
+        errors = transfer(front_end, operation, group, src, dst, trusting(tmp_path / "kh", group))
     assert kill.killed
     assert errors[other.address] is None
     assert os.path.getsize(dst % {"host": other.address}) == BIG
@@ -240,7 +241,7 @@ def test_transfer_program_killed_connection_lives_nothing_left(group, big_file, 
     program = "sftp-server" if operation.startswith("sftp") else "scp"
     with KillWhen(grown(watched, victim.address, 4 << 20),
                   server_processes(victim, program)) as kill:
-        errors = transfer(front_end, operation, group, src, dst, str(tmp_path / "kh"))
+        errors = transfer(front_end, operation, group, src, dst, trusting(tmp_path / "kh", group))
     assert kill.killed
     assert errors[other.address] is None
     err = errors[victim.address]
@@ -259,7 +260,7 @@ def test_local_disk_full_is_an_oserror_naming_the_host(group, tmp_path, front_en
                                                        operation):
     source = tmp_path / "one_mib"
     source.write_bytes(os.urandom(1 << 20))
-    disk, size, kh = str(tmp_path / "tiny"), 256 << 10, str(tmp_path / "kh")
+    disk, size, kh = str(tmp_path / "tiny"), 256 << 10, trusting(tmp_path / "kh", group)
     src, dst = paths(operation, str(source), disk, "")
     if "processes" in front_end:
         # The workers write the files: they start on the tiny disk, this process stays off it.
@@ -308,7 +309,7 @@ def test_remote_permission_denied_names_the_host(group, dirs, read_only_remote, 
     source = tmp_path / "small"
     source.write_bytes(b"x" * 1000)
     src, dst = paths(operation, str(source), dirs[0], read_only_remote)
-    errors = transfer(front_end, operation, group, src, dst, str(tmp_path / "kh"))
+    errors = transfer(front_end, operation, group, src, dst, trusting(tmp_path / "kh", group))
     cause = "PERMISSION_DENIED" if operation.startswith("sftp") else "refused"
     for host, err in errors.items():
         assert isinstance(err, (exc.SFTPError, exc.SCPError)), repr(err)
@@ -322,7 +323,7 @@ def test_missing_local_file_is_a_file_not_found_error_naming_the_host(group, dir
                                                                       front_end, operation):
     missing = str(tmp_path / "no_such_file")
     src, dst = paths(operation, missing, *dirs)
-    errors = transfer(front_end, operation, group, src, dst, str(tmp_path / "kh"))
+    errors = transfer(front_end, operation, group, src, dst, trusting(tmp_path / "kh", group))
     for host, err in errors.items():
         assert isinstance(err, FileNotFoundError), repr(err)
         assert_names(err, host, group.port, "No such file or directory", missing)

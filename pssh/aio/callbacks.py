@@ -222,7 +222,8 @@ async def _kbdint_login(conn, methods) -> bool:
 
     from pssh.core.login import Attempt
     attempt = Attempt(conn.session.userauth_keyboardinteractive_callback,
-                      (conn.username, respond), "keyboard-interactive (client callback)")
+                      (conn.username, respond), "keyboard-interactive (client callback)",
+                      sends_secret=True)
     try:
         return await _try(conn, methods.call(attempt))
     except ssh2_exc.SSH2Error as err:

@@ -6,9 +6,16 @@
 setting of :class:`pssh.options.ConnectOptions` through that setting's declaration
 (:mod:`pssh.core.settings`); what asyncssh has that is not a setting (``client_keys``
 as a list, ``known_hosts=None``, ``agent_path``, ``login_timeout``) is read here.
+
+Host keys as asyncssh checks them: every host verified against known_hosts
+(``known_hosts=FILE``, else ``~/.ssh/known_hosts``), an unknown or changed key
+refused, the file never written; ``known_hosts=None`` checks nothing. Ours
+beyond asyncssh: ``host_key_policy="accept-new"`` adds unknown hosts to the
+file, as ``ssh`` does (the only way to get that behaviour here).
 """
 from __future__ import annotations
 
+import os
 from typing import Any, Dict, Optional, Sequence
 
 from pssh.core.settings import ConnectOptions, Resolved, declarations, ssh_config_of
@@ -88,9 +95,15 @@ class SSHClientConnectionOptions:
             given["port"] = port
         known_hosts = self._values.get("known_hosts", NOT_GIVEN)
         if known_hosts is None:
-            given["host_key_policy"] = "off"  # asyncssh's way of not checking: logged
-        elif known_hosts is not NOT_GIVEN:
-            given["known_hosts"] = str(known_hosts)
+            # asyncssh's way of not checking (logged): no file read, none written.
+            given["host_key_policy"] = "off"
+            given["known_hosts"] = os.devnull
+        else:
+            if known_hosts is not NOT_GIVEN:
+                given["known_hosts"] = str(known_hosts)
+            # asyncssh verifies every host and never writes known_hosts (nor reads
+            # StrictHostKeyChecking): accept-new only when asked for by name.
+            given.setdefault("host_key_policy", "strict")
         if self._values.get("agent_path", NOT_GIVEN) is None:
             given["allow_agent"] = False
         layer = ConnectOptions.of(given)

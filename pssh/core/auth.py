@@ -116,6 +116,12 @@ class LoginMethods:
 
     def call(self, login: LoginCall) -> Procedure[None]:
         """Make one login call; ``AuthenticationError`` unless it logged us in."""
+        if login.sends_secret and not self.link.host_key_verified:
+            # OpenSSH's rule for a host let through with a changed key: an impostor
+            # must not learn the password.
+            raise exc.AuthenticationError.at(
+                self.link.host, self.link.port, f"{login.what} login is disabled: the host "
+                f"key did not verify, and it would go to whoever holds that key")
         self.tried.append(login.what)
         yield from self.link.call(login.call, *login.args, timeout=self.attempt.left(),
                                   what=login.what)

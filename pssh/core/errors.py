@@ -205,6 +205,10 @@ class HostKeyMismatchError(HostKeyError):
     """The host presented a key other than the one known_hosts holds for it (or a revoked one)."""
 
 
+class HostKeyRevokedError(HostKeyMismatchError):
+    """The host presented a key (or a certificate by a CA) marked ``@revoked``."""
+
+
 class HostArgumentError(PSSHError):
     """``host_args`` or ``copy_args`` do not match the hosts."""
 
@@ -403,7 +407,7 @@ HostArgumentException = HostArgumentError
 __all__ = ["AuthenticationError", "AuthenticationException", "ConnectTimeout",
            "ConnectionError", "ConnectionErrorException", "ConnectionRefused",
            "HostArgumentError", "HostArgumentException", "HostConfigError", "HostKeyError",
-           "HostKeyMismatchError", "InvalidAPIUseError", "LocalOSError",
+           "HostKeyMismatchError", "HostKeyRevokedError", "InvalidAPIUseError", "LocalOSError",
            "NoIPv6AddressFoundError", "PKeyFileError", "PSSHError", "ProxyError",
            "ProxyTargetError", "SCPError", "SFTPError", "SFTPIOError", "SSHError",
            "SSHException", "SessionError", "ShellError", "Timeout", "UnknownHostError",

@@ -64,6 +64,10 @@ def agent_path_of(path: Optional[str]) -> Optional[str]:
 
 def forward_agent(link: Link, path: Optional[str]) -> Optional[AgentForwarding]:
     """Agent forwarding on ``link`` if there is a local agent (a warning if not)."""
+    if not link.host_key_verified:
+        log.warning("%s: not forwarding the SSH agent: the host key did not verify",
+                    link.host)
+        return None
     path = agent_path_of(path)
     if not path:
         log.warning("%s: agent forwarding asked for, but there is no local SSH agent "

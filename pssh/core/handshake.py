@@ -101,10 +101,11 @@ def start_session(dest: Destination, resolved, sock, new_session: Callable,
 
 def check_host_key(link: Link, resolved) -> None:
     """Verify the server's host key (or certificate) under the host key policy; never
-    retried, and nothing is sent before it passed."""
+    retried, and nothing is sent before it passed. A changed key let through (policy
+    ``off``) marks the link: ``link.host_key_verified`` is False."""
     options = resolved.options
-    verify_host_key(link.session, resolved.host_key_name, link.port,
-                    options.host_key_policy, options.known_hosts)
+    link.host_key_verified = verify_host_key(link.session, resolved.host_key_name, link.port,
+                                             options.host_key_policy, options.known_hosts)
 
 
 __all__ = ["Attempt", "check_host_key", "handshake", "named", "start_session"]

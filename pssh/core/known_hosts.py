@@ -1,11 +1,24 @@
 """Host key verification against OpenSSH known_hosts files.
 
-Policies, as OpenSSH's StrictHostKeyChecking defines them:
+Decided as OpenSSH's ``ssh`` decides (its StrictHostKeyChecking, which the
+tests run beside ours on the same files and servers):
 
-* ``"strict"``: the host must be in known_hosts with this key.
+* A host is *known* when any plain line of the file covers its name, whatever
+  the key's type. Before the handshake the key types known for it are asked
+  for first (:func:`host_key_algorithms`), so that a server which has the
+  known key shows it; a known host presenting any other key, of another type
+  included, has *changed*. Without that rule a man in the middle with a key of
+  another type would pass as a new host.
+* ``"strict"`` (``yes``): only a known key passes.
 * ``"accept-new"`` (default): an unknown host's key is added to the file; a
-  key that differs from the known one is refused.
-* ``"off"``: no check. Logged as a warning for every connection.
+  changed one is refused.
+* ``"off"`` (``no``): an unknown host's key is added too; a changed one is let
+  through with a warning, but the connection is marked (:func:`verify_host_key`
+  answers False) and the login then sends no password and no
+  keyboard-interactive answers, and the agent is not forwarded, as OpenSSH does.
+* A key marked ``@revoked`` is refused under every policy (OpenSSH lets ``no``
+  connect to it with the same restrictions; a key known to be stolen is refused
+  here).
 
 The file is read here rather than by libssh2, whose reader stops at the
 first line it cannot parse (an ``@cert-authority`` line, a key type it does
@@ -28,7 +41,8 @@ import re
 from functools import lru_cache
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
-from pssh.core.errors import HostKeyError, HostKeyMismatchError, UnknownHostKeyError
+from pssh.core.errors import (HostKeyError, HostKeyMismatchError, HostKeyRevokedError,
+                              UnknownHostKeyError)
 from pssh.core.host_certificates import CERT_SUFFIX, HostCertificate, is_certificate, key_type_of
 from ssh2.session import HOST_CERTIFICATES, LIBSSH2_METHOD_HOSTKEY
 
@@ -120,6 +134,7 @@ class KnownHosts:
         self._hashed_by_key: Dict[bytes, List[Tuple[Tuple[bytes, bytes], Entry]]] = {}
         self.revoked: Dict[bytes, Entry] = {}
         self.authorities: List[Entry] = []
+        self._types: Dict[str, frozenset] = {}  # name -> known key types, as asked
         for entry in self.entries:
             if entry.marker == "revoked":
                 self.revoked.setdefault(entry.key, entry)
@@ -150,6 +165,15 @@ class KnownHosts:
         found += [e for e in self._patterned if e.matches(name)]
         found += [e for hashed, e in self._hashed if _hashed_is(hashed, name)]
         return found
+
+    def types_for(self, name: str) -> frozenset:
+        """The key types of the plain entries covering ``name`` (remembered: asked before
+        every handshake, and a hashed file costs an HMAC per line)."""
+        types = self._types.get(name)
+        if types is None:
+            types = self._types[name] = frozenset(key_type_of(e.key)
+                                                  for e in self.entries_for(name))
+        return types
 
     def authorities_for(self, name: str) -> List[Entry]:
         """The @cert-authority entries that cover ``name``."""
@@ -206,27 +230,53 @@ def _path(known_hosts: Optional[str]) -> str:
     return os.path.expanduser(known_hosts or DEFAULT_KNOWN_HOSTS)
 
 
-def host_key_algorithms(host: str, port: int, known_hosts: Optional[str],
-                        supported: Sequence[str]) -> Optional[str]:
-    """The host key algorithm preference for ``host``, or None for libssh2's default.
+#: OpenSSH's order of plain host key algorithms (libssh2's own puts ECDSA first): a host
+#: added to known_hosts gets the key ``ssh`` would have recorded.
+PLAIN_ORDER = ("ssh-ed25519", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384",
+               "ecdsa-sha2-nistp521", "rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")
 
-    Certificates first when an ``@cert-authority`` line covers the host, as
-    OpenSSH does; otherwise libssh2's order of plain algorithms.
+
+def key_type_of_algorithm(algorithm: str) -> str:
+    """The key type an algorithm (plain or certificate) signs with: ``rsa-sha2-512`` and
+    ``rsa-sha2-256-cert-v01@openssh.com`` are ``ssh-rsa`` keys."""
+    if algorithm.endswith(CERT_SUFFIX):
+        algorithm = algorithm[:-len(CERT_SUFFIX)]
+    return "ssh-rsa" if algorithm.startswith("rsa-sha2-") else algorithm
+
+
+def host_key_algorithms(host: str, port: int, known_hosts: Optional[str],
+                        supported: Sequence[str]) -> str:
+    """The host key algorithms to offer for ``host``, most wanted first.
+
+    As OpenSSH orders them: certificates first when an ``@cert-authority`` line
+    covers the host; then the algorithms of the key types known_hosts holds for
+    the host; then the other plain algorithms in OpenSSH's order; certificates
+    no CA vouches for last (their plain key is what gets checked).
     """
-    if not load(_path(known_hosts)).authorities_for(known_hosts_name(host, port)):
-        return None
-    plain = [a for a in supported if not a.endswith(CERT_SUFFIX)]
-    return ",".join([a for a in CERT_ALGORITHMS if a in supported] + plain)
+    index = load(_path(known_hosts))
+    name = known_hosts_name(host, port)
+    known = index.types_for(name)
+    certs = [a for a in CERT_ALGORITHMS if a in supported]
+    certs += [a for a in supported if a.endswith(CERT_SUFFIX) and a not in certs]
+    plain = [a for a in PLAIN_ORDER if a in supported]
+    plain += [a for a in supported if not a.endswith(CERT_SUFFIX) and a not in plain]
+
+    def known_first(algorithms: List[str]) -> List[str]:
+        return sorted(algorithms, key=lambda a: key_type_of_algorithm(a) not in known)
+
+    if index.authorities_for(name):
+        return ",".join(known_first(certs) + known_first(plain))
+    return ",".join(known_first(plain) + certs)
 
 
 def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
-                    known_hosts: Optional[str] = None) -> None:
-    """Check the session's host key (or host certificate) for ``host:port`` under ``policy``."""
+                    known_hosts: Optional[str] = None) -> bool:
+    """Check the session's host key (or host certificate) for ``host:port`` under
+    ``policy``: True when it is known (or was added as new); False when it has changed
+    and the policy (``off``) lets the connection go on regardless, which must then send
+    no secrets (:mod:`pssh.core.auth`). Raises when the connection must not go on."""
     if policy not in POLICIES:
         raise ValueError(f"host key policy must be one of {POLICIES}, not {policy!r}")
-    if policy == "off":
-        log.warning("%s:%d: host key NOT verified (host_key_policy='off')", host, port)
-        return
     path = _path(known_hosts)
     name = known_hosts_name(host, port)
     index = load(path)
@@ -235,38 +285,59 @@ def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
     if not isinstance(key, bytes) or not key:
         raise HostKeyError.at(host, port, "the server presented no host key to verify")
     if is_certificate(key):
-        if _certificate_trusted(key, host, port, name, index, path):
-            return
+        try:
+            if _certificate_trusted(key, host, port, name, index, path):
+                return True
+        except HostKeyRevokedError:
+            raise
+        except HostKeyMismatchError as err:
+            if policy != "off":
+                raise
+            return _let_through(host, port, err.reason)
         key = HostCertificate.parse(key).public_key
     _refuse_revoked(key, index, host, port, path, "host key")
     if index.knows(name, key):
-        return
+        return True
     known = index.entries_for(name)
-    key_type = key_type_of(key)
-    if any(key_type_of(e.key) == key_type for e in known):
-        raise HostKeyMismatchError.at(
-            host, port,
-            f"host key does NOT match {path}: the server presented {fingerprint(key)}; "
-            f"the key changed or someone is intercepting the connection. Remove the old "
-            f"entry (ssh-keygen -R '{name}') if the change is expected")
+    if known:
+        lines = ", ".join(f"{key_type_of(e.key)} on line {e.line}" for e in known[:3])
+        reason = (f"host key has CHANGED: {path} holds {lines} for {name}, the server "
+                  f"presented {key_type_of(key)} {fingerprint(key)}; the key changed or "
+                  f"someone is intercepting the connection. Remove the old entry "
+                  f"(ssh-keygen -R '{name}' -f '{path}') if the change is expected")
+        if policy == "off":
+            return _let_through(host, port, reason)
+        raise HostKeyMismatchError.at(host, port, reason)
     if policy == "strict":
         raise UnknownHostKeyError.at(
             host, port, f"host is not in {path} (policy 'strict'); its key is {fingerprint(key)}")
-    line = f"{name} {key_type} {base64.b64encode(key).decode()}\n"
+    _append(path, f"{name} {key_type_of(key)} {base64.b64encode(key).decode()}\n")
+    log.warning("%s:%d: permanently added %s %s to the list of known hosts (%s)",
+                host, port, key_type_of(key), fingerprint(key), path)
+    return True
+
+
+def _let_through(host: str, port: int, reason: str) -> bool:
+    log.warning("%s:%d: %s. Connecting anyway (host_key_policy 'off'): password and "
+                "keyboard-interactive logins and agent forwarding are disabled to avoid a "
+                "man-in-the-middle attack", host, port, reason)
+    return False
+
+
+def _append(path: str, line: str) -> None:
     directory = os.path.dirname(path)
     if directory:  # a bare file name is in the current directory
         os.makedirs(directory, mode=0o700, exist_ok=True)
     # One write() call in one greenlet: concurrent hosts never interleave lines.
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
-    log.info("%s:%d: added host key %s to %s", host, port, fingerprint(key), path)
 
 
 def _refuse_revoked(key: bytes, index: KnownHosts, host: str, port: int, path: str,
                     what: str) -> None:
     entry = index.revoked.get(key)
     if entry is not None:
-        raise HostKeyMismatchError.at(
+        raise HostKeyRevokedError.at(
                 host, port, f"the {what} {fingerprint(key)} is marked @revoked in {path} "
                 f"(line {entry.line})")
 
@@ -296,20 +367,18 @@ def _certificate_trusted(blob: bytes, host: str, port: int, name: str,
     return True
 
 
-def prefer_certificates(session, host: str, port: int, known_hosts: Optional[str]) -> None:
-    """Before the handshake: ask for a host certificate if a CA is trusted for the host."""
-    prefs = host_key_algorithms(host, port, known_hosts,
-                                session.supported_algs(LIBSSH2_METHOD_HOSTKEY))
-    if prefs is None:
-        return
+def set_host_key_preference(session, host: str, port: int,
+                           known_hosts: Optional[str]) -> None:
+    """Before the handshake: offer the host key algorithms :func:`host_key_algorithms`
+    orders for the host."""
+    supported = session.supported_algs(LIBSSH2_METHOD_HOSTKEY)
     if not HOST_CERTIFICATES:
-        log.info("%s:%d: known_hosts trusts a CA for this host, but this build's libssh2 "
-                 "cannot use host certificates (see LIBSSH2_BUNDLE); checking the plain key",
-                 host, port)
-        return
-    session.method_pref(LIBSSH2_METHOD_HOSTKEY, prefs)
+        # This build's libssh2 cannot check certificates: never ask for them.
+        supported = [a for a in supported if not a.endswith(CERT_SUFFIX)]
+    session.method_pref(LIBSSH2_METHOD_HOSTKEY,
+                        host_key_algorithms(host, port, known_hosts, supported))
 
 
 __all__ = ["DEFAULT_KNOWN_HOSTS", "POLICIES", "KnownHosts", "fingerprint",
-           "host_key_algorithms", "known_hosts_name", "load", "prefer_certificates",
-           "verify_host_key"]
+           "host_key_algorithms", "key_type_of_algorithm", "known_hosts_name", "load",
+           "set_host_key_preference", "verify_host_key"]

@@ -59,6 +59,9 @@ class Link:
         self.lost_error: Callable[[str, int, str], exc.PSSHError] = exc.ConnectionError.at
         #: Agent forwarding on this connection (:class:`~pssh.core.forwarding.AgentForwarding`).
         self.agent: Any = None
+        #: False when the server's host key did not verify and the policy let the connection
+        #: go on (``off``): then no secret is sent and the agent is not forwarded.
+        self.host_key_verified = True
         self._received_seen = -1
 
     # -- waiting -------------------------------------------------------------------------

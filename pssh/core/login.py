@@ -22,7 +22,7 @@ from typing import Callable, Iterator, List, NamedTuple, Optional
 
 from pssh.core import errors as exc
 from pssh.core.keys import KeyInfo
-from pssh.core.known_hosts import prefer_certificates
+from pssh.core.known_hosts import set_host_key_preference
 from pssh.core.settings import Resolved
 from ssh2 import exceptions as ssh2_exc
 from ssh2.session import (LIBSSH2_FLAG_COMPRESS, LIBSSH2_FLAG_EARLY_USERAUTH,
@@ -39,6 +39,9 @@ class Attempt(NamedTuple):
     call: Callable
     args: tuple
     what: str  # for logs and errors: "key /home/u/.ssh/id_ed25519", "password", ...
+    #: It hands the server a secret (a password, keyboard-interactive answers): never
+    #: made to a host whose key did not verify (:func:`pssh.core.known_hosts.verify_host_key`).
+    sends_secret: bool = False
 
 
 def set_patched_flag(session, flag, enabled: bool = True) -> None:
@@ -67,8 +70,8 @@ def prepare_session(session, resolved: Resolved, host: str) -> None:
 
     The first login request follows the handshake without waiting for the
     server's service answer (a round trip less, our libssh2 patch); compression
-    and algorithm lists as the options say; a host certificate asked for when
-    known_hosts trusts a CA for the host.
+    and algorithm lists as the options say; host key algorithms ordered by what
+    known_hosts holds for the host (:func:`~pssh.core.known_hosts.host_key_algorithms`).
     """
     options = resolved.options
     if options.compress:
@@ -87,8 +90,8 @@ def prepare_session(session, resolved: Resolved, host: str) -> None:
                     f"by this libssh2 (it has: {', '.join(supported)})")
             for method in methods:
                 session.method_pref(method, ",".join(prefs))
-    if options.host_key_policy != "off":
-        prefer_certificates(session, resolved.host_key_name, resolved.port, options.known_hosts)
+    set_host_key_preference(session, resolved.host_key_name, resolved.port,
+                            options.known_hosts)
 
 
 def default_order(session, method) -> List[str]:
@@ -169,8 +172,8 @@ def password_attempt(session, user: str, password: str,
     """The password login (as keyboard-interactive's one answer when asked)."""
     if keyboard_interactive:
         return Attempt(session.userauth_keyboardinteractive, (user, password),
-                       "keyboard-interactive")
-    return Attempt(session.userauth_password, (user, password), "password")
+                       "keyboard-interactive", sends_secret=True)
+    return Attempt(session.userauth_password, (user, password), "password", sends_secret=True)
 
 
 @contextmanager
