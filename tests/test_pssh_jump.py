@@ -140,3 +140,55 @@ def test_failed_jump_host_is_reported_for_every_target(group, known_hosts):
         assert isinstance(host_output.exception, exc.ProxyError)  # as parallel-ssh
         assert J1 in str(host_output.exception) and "refused" in str(host_output.exception)
         assert list(host_output.stdout) == []
+
+
+# -- credentials per hop ---------------------------------------------------------------------
+
+def _password_attempts(server, since: int) -> list:
+    """The password and keyboard-interactive logins sshd saw after ``since`` characters of
+    its log."""
+    return [line for line in server.read_log(None)[since:].splitlines()
+            if "password" in line.lower() or "keyboard-interactive" in line.lower()]
+
+
+@pytest.mark.parametrize("front_end", ["gevent", "asyncio"])
+def test_a_jump_host_never_learns_the_targets_password(front_end, servers, tmp_path):
+    """A compromised hop that refuses our keys and offers password logins must not be sent
+    the target's password: the hop's own password is proxy_password (parallel-ssh), the
+    target's is for the target."""
+    import asyncio
+    from conftest import PASSWORD, trusting
+    from pssh import aio
+
+    hop, target = servers.servers
+    known_hosts = trusting(tmp_path / "kh", servers)
+    since = len(hop.read_log(None))
+    if front_end == "gevent":
+        with pytest.raises(exc.ProxyError) as info:
+            SSHClient(target.address, port=target.port, password=PASSWORD,
+                      proxy_host=hop.address, proxy_port=hop.port, allow_agent=False,
+                      identity_auth=False, known_hosts=known_hosts, ssh_config=False,
+                      num_retries=1, timeout=10)
+        # Given for the hop, its password is the hop's: then both logins pass.
+        with SSHClient(target.address, port=target.port, password=PASSWORD,
+                       proxy_host=hop.address, proxy_port=hop.port,
+                       proxy_password=PASSWORD, allow_agent=False, identity_auth=False,
+                       known_hosts=known_hosts, ssh_config=False, num_retries=1,
+                       timeout=10) as client:
+            assert list(client.run_command("echo through").stdout) == ["through"]
+    else:
+        async def main():
+            async with aio.connect(target.address, target.port, password=PASSWORD,
+                                   tunnel=f"{hop.user}@{hop.address}:{hop.port}",
+                                   client_keys=[], agent_path=None, known_hosts=known_hosts,
+                                   ssh_config=False, connect_timeout=10):
+                pass
+        with pytest.raises(exc.PSSHError) as info:
+            asyncio.run(main())
+    assert hop.address in str(info.value)
+    tried = _password_attempts(hop, since)
+    if front_end == "gevent":   # the second client's proxy_password, and nothing before it
+        assert len([line for line in tried if "Accepted" in line]) == 1
+        assert not [line for line in tried if "Failed" in line]
+    else:
+        assert tried == []

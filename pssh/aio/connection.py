@@ -159,7 +159,8 @@ async def _jump_chain(resolved, opts: SSHClientConnectionOptions) -> "SSHClientC
     """The connection of the last jump host (ssh_config's ProxyJump or ``tunnel="..."``),
     each hop through the one before; made for this connection and closed with it."""
     # "none": the hops themselves are reached directly (asyncssh's name for ProxyJump).
-    hop_options = SSHClientConnectionOptions(opts, tunnel="none")
+    # The target's password is the target's: a hop never learns it.
+    hop_options = SSHClientConnectionOptions(opts, tunnel="none", password=None)
     hop_settings = resolved.jump_options()
     via = None
     for user, hop, hop_port in resolved.jump_hops:

@@ -281,8 +281,9 @@ def _jump_hops(options: ConnectOptions, port: int) -> Tuple[Hop, ...]:
     return ()
 
 
-#: Settings a jump host takes from its target (the credentials are parallel-ssh's
-#: ``proxy_*`` ones, else the target's own).
+#: Settings a jump host takes from its target. Its credentials are parallel-ssh's
+#: ``proxy_*`` ones, else the target's key (a key only signs for the session it is
+#: used on); never the target's password, which a hop has no business learning.
 _JUMP_INHERITS = ("passphrase", "num_retries", "retry_delay", "timeout", "connect_timeout",
                   "request_timeout", "allow_agent", "identity_auth", "keepalive_seconds",
                   "keepalive_count_max", "known_hosts", "host_key_policy", "compress",
@@ -307,10 +308,11 @@ class Resolved:
 
     def jump_options(self) -> ConnectOptions:
         """Options for the jump hosts: parallel-ssh's ``proxy_*`` settings, else the target's
-        credentials; keepalives and host key checks as for the target."""
+        key (its password never: ``proxy_password`` only, as parallel-ssh does);
+        keepalives and host key checks as for the target."""
         o = self.options
         return ConnectOptions(
-            password=o.proxy_password if o.proxy_password is not None else o.password,
+            password=o.proxy_password,
             pkey=o.proxy_pkey if o.proxy_pkey is not None else o.pkey,
             proxy_jump="none", **{name: getattr(o, name) for name in _JUMP_INHERITS})
 
