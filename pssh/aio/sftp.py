@@ -18,8 +18,9 @@ from typing import Callable, List, Optional
 
 from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
-from pssh.aio.sftp_errors import sftp_error
-from pssh.core import sftp as core_sftp
+from pssh.aio.sftp_errors import SFTPInvalidFilename, sftp_error
+from pssh.core import sftp as core_sftp, tree as core_tree
+from pssh.core.partial_files import NEW_FILE, PRESERVE
 from ssh2 import exceptions as ssh2_exc
 from ssh2.sftp import (LIBSSH2_FXF_APPEND, LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL,
                        LIBSSH2_FXF_READ, LIBSSH2_FXF_TRUNC, LIBSSH2_FXF_WRITE)
@@ -149,21 +150,26 @@ class SFTPClient:
             else posixpath.basename(remotepath.rstrip("/"))
         if os.path.isdir(localpath):
             localpath = os.path.join(localpath, posixpath.basename(remotepath.rstrip("/")))
+        modes = PRESERVE if preserve else NEW_FILE
+        link = self._conn._link
+
+        def fetch(remote: str, local: str):
+            progress = None
+            if progress_handler is not None:
+                def progress(done: int, total: int) -> None:
+                    progress_handler(remote.encode(), local.encode(), done, total)
+            return core_sftp.download(link, self._sftp, remote, local, progress, modes=modes)
+
         if recurse and (await self.stat(remotepath)).type == _TYPES[stat.S_IFDIR]:
-            os.makedirs(localpath, exist_ok=True)
-            for name in await self.listdir(remotepath):
-                if name not in (".", ".."):
-                    await self._get(posixpath.join(remotepath, name),
-                                    os.path.join(localpath, name), True, preserve,
-                                    progress_handler)
+            refused = await self._run(core_tree.download(link, self._sftp, remotepath,
+                                                         localpath, fetch, modes=modes),
+                                      f"copying {remotepath!r}")
+            if refused:
+                raise SFTPInvalidFilename(f"copying {remotepath}: "
+                                          f"{core_tree.refused_message(refused)}",
+                                          host=self._conn.host, port=self._conn.port)
             return
-        progress = None
-        if progress_handler is not None:
-            def progress(done: int, total: int) -> None:
-                progress_handler(remotepath.encode(), localpath.encode(), done, total)
-        await self._run(core_sftp.download(self._conn._link, self._sftp, remotepath,
-                                           localpath, progress, keep_mode=preserve),
-                        f"reading {remotepath!r}")
+        await self._run(fetch(remotepath, localpath), f"reading {remotepath!r}")
 
     async def put(self, localpath: str, remotepath: Optional[str] = None, *,
                   recurse: bool = False, progress_handler: Progress = None) -> None:
@@ -178,19 +184,20 @@ class SFTPClient:
                    progress_handler: Progress) -> None:
         localpath = os.fspath(localpath)
         remotepath = remotepath or os.path.basename(localpath.rstrip("/"))
+        link = self._conn._link
+
+        def send(local: str, remote: str):
+            progress = None
+            if progress_handler is not None:
+                def progress(done: int, total: int) -> None:
+                    progress_handler(local.encode(), remote.encode(), done, total)
+            return core_sftp.upload(link, self._sftp, local, remote, progress)
+
         if recurse and os.path.isdir(localpath):
-            if not await self.exists(remotepath):
-                await self.mkdir(remotepath, mode=stat.S_IMODE(os.stat(localpath).st_mode))
-            for name in sorted(os.listdir(localpath)):
-                await self._put(os.path.join(localpath, name), posixpath.join(remotepath, name),
-                                True, progress_handler)
+            await self._run(core_tree.upload(link, self._sftp, localpath, remotepath, send),
+                            f"copying into {remotepath!r}")
             return
-        progress = None
-        if progress_handler is not None:
-            def progress(done: int, total: int) -> None:
-                progress_handler(localpath.encode(), remotepath.encode(), done, total)
-        await self._run(core_sftp.upload(self._conn._link, self._sftp, localpath, remotepath,
-                                         progress), f"writing {remotepath!r}")
+        await self._run(send(localpath, remotepath), f"writing {remotepath!r}")
 
     def exit(self) -> None:
         """Stop using SFTP (its channel is freed with the connection)."""

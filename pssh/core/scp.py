@@ -1,7 +1,11 @@
 """SCP transfers of single files.
 
 A download lands in a temporary file renamed over the target when complete,
-with the remote file's mode and times. An upload writes the remote file
+with the remote file's times and its permission bits less the umask
+(:mod:`pssh.core.partial_files`). Complete means the protocol said so: after
+the file's bytes, the server's status byte is 0 (not an error such as
+``scp: ...: Input/output error``, which a failing source sends after padding
+the file) and the remote ``scp`` exits 0 once we acknowledged it. An upload writes the remote file
 directly (``scp -t`` has no temporary name) with the local mode (OpenSSH's
 ``scp -t`` keeps the upload time, not the local one); a failed upload is
 removed again over SFTP when the connection still allows.
@@ -17,13 +21,16 @@ from pssh.core import sftp as core_sftp
 from pssh.core.link import Link
 from pssh.core.waits import Procedure
 from pssh.core.channel_io import end_check
-from pssh.core.partial_files import keep_download, local_file_errors, local_part_file
+from pssh.core.partial_files import (PERMISSIONS, keep_download, local_file_errors,
+                                     local_part_file)
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
 log = logging.getLogger("pssh.core.scp")
 
 CHUNK = 2 * 1024 * 1024
+#: The longest error line of the SCP protocol read from a server (OpenSSH's are short).
+STATUS_LINE_MAX = 1024
 
 
 def _close(link: Link, channel) -> Procedure[None]:
@@ -33,8 +40,9 @@ def _close(link: Link, channel) -> Procedure[None]:
         pass
 
 
-def download(link: Link, remote: str, local: str) -> Procedure[int]:
-    """Copy ``remote`` to ``local`` over SCP; returns the bytes copied."""
+def download(link: Link, remote: str, local: str, modes: str = PERMISSIONS) -> Procedure[int]:
+    """Copy ``remote`` to ``local`` over SCP; returns the bytes copied. ``modes``: how the
+    local mode follows the remote one (:func:`~pssh.core.partial_files.local_mode`)."""
     try:
         channel, info = yield from link.exclusive(link.session.scp_recv2, remote,
                                                   what="starting an SCP download")
@@ -63,13 +71,50 @@ def download(link: Link, remote: str, local: str) -> Procedure[int]:
                     link.wake()
                     fh.write(data)
                     left -= size
-        keep_download(part, local, info.st_mode, info.st_atime, info.st_mtime)
+        try:
+            yield from _completed(link, channel, remote)
+        except ssh2_exc.SSH2Error as err:
+            raise exc.SCPError("error copying file %s from host %s: " + exc.cause_format(err),
+                               remote, link.host, err, host=link.host, port=link.port) from err
+        keep_download(part, local, info.st_mode, info.st_atime, info.st_mtime, modes)
     except BaseException:
         os.unlink(part)
         raise
     finally:
         yield from _close(link, channel)
     return info.st_size
+
+
+def _completed(link: Link, channel, remote: str) -> Procedure[None]:
+    """After a file's bytes: the source's status (0, or 1/2 and an error line), our
+    acknowledgement, and the remote scp's exit status. :class:`~pssh.exceptions.SCPError`
+    unless all say the copy is complete."""
+    status = b""
+    while not status.endswith(b"\n") and len(status) < STATUS_LINE_MAX:
+        size, data = channel.read(1 if not status else STATUS_LINE_MAX - len(status))
+        if size == LIBSSH2_ERROR_EAGAIN:
+            yield from link.wait(link.timeout, f"the end of the SCP download of {remote}")
+            continue
+        if size <= 0:
+            break
+        link.wake()
+        status += data
+        if status[:1] == b"\0":
+            break
+    if status[:1] != b"\0":
+        said = status[1:].decode("utf-8", "replace").strip() if status else "nothing"
+        raise exc.SCPError("SCP download of %s from host %s failed: the server said %r after "
+                           "the file's bytes", remote, link.host, said[:200],
+                           host=link.host, port=link.port)
+    yield from link.write(channel.write, b"\0", what=f"acknowledging {remote}")
+    # The server's close, not ours, ends it: its exit status comes before its close, and
+    # a close of ours that got there first would make it drop the status.
+    for step in (channel.send_eof, channel.wait_eof, channel.wait_closed):
+        yield from link.call(step, what=f"ending the SCP download of {remote}")
+    code = channel.get_exit_status()
+    if code:
+        raise exc.SCPError("SCP download of %s from host %s failed: the remote scp exited %s",
+                           remote, link.host, code, host=link.host, port=link.port)
 
 
 def upload(link: Link, local: str, remote: str) -> Procedure[int]:

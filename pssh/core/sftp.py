@@ -24,9 +24,9 @@ from pssh.core import errors as exc
 from pssh.core.link import Link
 from pssh.core.deadlines import UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure
-from pssh.core.channel_io import end_check, sftp_end_check
-from pssh.core.partial_files import (local_file_errors, local_part_file, new_file_mode,
-                                remote_part_name)
+from pssh.core.channel_io import sftp_end_check
+from pssh.core.partial_files import (PERMISSIONS, local_file_errors, local_mode,
+                                     local_part_file, remote_part_name)
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
@@ -100,20 +100,24 @@ def makedirs(link: Link, sftp, directory: str) -> Procedure[None]:
     path = "" if directory.startswith("/") else "."
     for part in (p for p in directory.split("/") if p):
         path = f"{path}/{part}"
-        attrs = yield from stat(link, sftp, path)
-        if attrs is None:
-            try:
-                yield from mkdir(link, sftp, path)
-                continue
-            except exc.SFTPIOError:
-                # SFTP v3 reports "exists" as a plain failure: another host or task may
-                # have made it, as mkdir -p tolerates.
-                attrs = yield from stat(link, sftp, path)
-                if attrs is None:
-                    raise
-        if not is_dir(attrs):
-            raise exc.SFTPIOError("%s on host %s exists and is not a directory", path,
-                                  link.host, host=link.host, port=link.port)
+        yield from ensure_dir(link, sftp, path)
+
+
+def ensure_dir(link: Link, sftp, path: str) -> Procedure[None]:
+    """Make the remote directory ``path`` unless it is one already (its parent exists)."""
+    attrs = yield from stat(link, sftp, path)
+    if attrs is None:
+        try:
+            return (yield from mkdir(link, sftp, path))
+        except exc.SFTPIOError:
+            # SFTP v3 reports "exists" as a plain failure: another host or task may have
+            # made it meanwhile (hosts sharing a file system), as mkdir -p tolerates.
+            attrs = yield from stat(link, sftp, path)
+            if attrs is None:
+                raise
+    if not is_dir(attrs):
+        raise exc.SFTPIOError("%s on host %s exists and is not a directory", path,
+                              link.host, host=link.host, port=link.port)
 
 
 def set_mode(link: Link, sftp, path: str, mode: int) -> Procedure[None]:
@@ -153,6 +157,12 @@ def close_handle(link: Link, handle, timeout=UNSET) -> Procedure[None]:
 
 def listdir(link: Link, sftp, path: str) -> Procedure[List[bytes]]:
     """The names in a remote directory, as bytes (``.`` and ``..`` included)."""
+    return [name for name, _ in (yield from listdir_attrs(link, sftp, path))]
+
+
+def listdir_attrs(link: Link, sftp, path: str) -> Procedure[List[tuple]]:
+    """``(name, attributes)`` of each entry of a remote directory (names as bytes, ``.``
+    and ``..`` included; the attributes are the entry's own, a symlink's not followed)."""
     try:
         handle = yield from link.call(sftp.opendir, path, what=f"opendir of {path!r}",
                                       check=ended(sftp))
@@ -160,23 +170,28 @@ def listdir(link: Link, sftp, path: str) -> Procedure[List[bytes]]:
         raise exc.SFTPError("%s:%s: cannot open directory %s: %s", link.host, link.port, path,
                             err, host=link.host, port=link.port) from err
     try:
-        return (yield from read_names(link, handle))
+        return (yield from read_entries(link, handle))
     finally:
         yield from close_handle(link, handle, CLEANUP_TIMEOUT)
 
 
 def read_names(link: Link, handle) -> Procedure[List[bytes]]:
     """The names an open remote directory lists, as bytes."""
-    names = []
+    return [name for name, _ in (yield from read_entries(link, handle))]
+
+
+def read_entries(link: Link, handle) -> Procedure[List[tuple]]:
+    """``(name, attributes)`` of each entry an open remote directory lists."""
+    entries = []
     check = _handle_ended(handle)
     # The bindings' iterator yields an EAGAIN entry when it would block, then goes on.
-    for size, name, _ in handle.readdir():
+    for size, name, attrs in handle.readdir():
         if size == LIBSSH2_ERROR_EAGAIN:
             check()
             yield from link.wait(link.timeout, "reading a directory")
         else:
-            names.append(name)
-    return names
+            entries.append((name, attrs))
+    return entries
 
 
 def read(link: Link, handle, size: int, what: str) -> Procedure[bytes]:
@@ -229,9 +244,10 @@ def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = No
 
 
 def download(link: Link, sftp, remote: str, local: str, progress: Progress = None,
-             keep_mode: bool = True, receive: Optional[Callable] = None) -> Procedure[int]:
-    """Copy a remote file to ``local``, which appears only when complete (with the remote
-    file's permission bits, or with ``keep_mode`` off a new file's); returns its size.
+             modes: str = PERMISSIONS, receive: Optional[Callable] = None) -> Procedure[int]:
+    """Copy a remote file to ``local``, which appears only when complete, with the mode
+    ``modes`` decides (:func:`~pssh.core.partial_files.local_mode`: by default the remote
+    permission bits less the umask); returns its size.
 
     ``receive(handle, path)``: a procedure that reads the open remote file into the
     local file at ``path`` (default: the bindings' pump), for front ends whose API lets
@@ -259,7 +275,7 @@ def download(link: Link, sftp, remote: str, local: str, progress: Progress = Non
             if fd >= 0:
                 os.close(fd)
             yield from close_handle(link, handle, CLEANUP_TIMEOUT)
-        os.chmod(part, attrs.permissions & 0o7777 if keep_mode else new_file_mode())
+        os.chmod(part, local_mode(attrs.permissions, modes))
         os.replace(part, local)
     except BaseException:
         try:
@@ -362,6 +378,6 @@ def remove_partial(link: Link, path: str, sftp=None) -> Procedure[None]:
 
 
 __all__ = ["CLEANUP_TIMEOUT", "DIR_MODE", "Progress", "close_handle", "discard", "download",
-           "is_dir", "listdir", "makedirs", "mkdir", "open_file", "pump", "read", "read_names",
-           "remove_partial", "rename_into_place", "set_mode", "start", "stat", "upload",
-           "write"]
+           "ensure_dir", "is_dir", "listdir", "listdir_attrs", "makedirs", "mkdir", "open_file",
+           "pump", "read", "read_entries", "read_names", "remove_partial", "rename_into_place",
+           "set_mode", "start", "stat", "upload", "write"]

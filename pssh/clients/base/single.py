@@ -677,41 +677,13 @@ class BaseSSHClient(PollMixIn):
             return None
         return channel.get_exit_status()
 
-    # -- directory walks (the transfers themselves are the subclass's) ---------------------
+    # -- directory trees (the walk is the core's; the transfers the subclass's) -----------
 
     def _copy_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
-        """``copy_file`` of every entry of ``local_dir`` into ``remote_dir``."""
-        self._send_dir(self.copy_file, local_dir, remote_dir, sftp)
-
-    def _copy_remote_dir(self, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
-                         sftp, encoding: str = "utf-8") -> None:
-        """``copy_remote_file`` of every name in ``file_list`` from ``remote_dir``."""
-        self._fetch_dir(self.copy_remote_file, file_list, remote_dir, local_dir, sftp, encoding)
+        raise NotImplementedError
 
     def _scp_send_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
-        """``scp_send`` of every entry of ``local_dir`` into ``remote_dir``."""
-        self._send_dir(self.scp_send, local_dir, remote_dir, sftp)
-
-    def _scp_recv_dir(self, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
-                      sftp, encoding: str = "utf-8") -> None:
-        """``scp_recv`` of every name in ``file_list`` from ``remote_dir``."""
-        self._fetch_dir(self.scp_recv, file_list, remote_dir, local_dir, sftp, encoding)
-
-    def _send_dir(self, send, local_dir: str, remote_dir: str, sftp) -> None:
-        self.mkdir(sftp, remote_dir)
-        for name in sorted(os.listdir(local_dir)):
-            send(os.path.join(local_dir, name), "/".join([remote_dir, name]),
-                 recurse=True, sftp=sftp)
-
-    @staticmethod
-    def _fetch_dir(fetch, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
-                   sftp, encoding: str) -> None:
-        for name in file_list:
-            name = name.decode(encoding)
-            if name in (".", ".."):
-                continue
-            fetch("/".join([remote_dir, name]), os.path.join(local_dir, name),
-                  recurse=True, sftp=sftp, encoding=encoding)
+        raise NotImplementedError
 
     @staticmethod
     def _make_local_dir(dirpath: str) -> None:

@@ -15,12 +15,11 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-import stat
 from typing import Callable, Iterator, Optional
 
 from pssh import exceptions as exc
 from pssh.clients.base.single import in_greenlet, on_this_host
-from pssh.core import scp as core_scp, sftp as core_sftp
+from pssh.core import scp as core_scp, sftp as core_sftp, tree as core_tree
 from pssh.core.sftp import is_dir as _is_dir
 
 logger = logging.getLogger("pssh.clients.native.single")
@@ -71,15 +70,29 @@ class TransferMixin:
     def _set_remote_mode(self, sftp, path: str, mode: int) -> None:
         self._run(core_sftp.set_mode(self._link, sftp, path, mode))
 
-    # Directory trees keep their permission bits, set once their contents are in
-    # (a read-only directory would refuse them).
+    # -- directory trees: the core's walk (pssh.core.tree), files by these methods -----
+
     def _copy_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
-        super()._copy_dir(local_dir, remote_dir, sftp)
-        self._set_remote_mode(sftp, remote_dir, stat.S_IMODE(os.stat(local_dir).st_mode))
+        """Upload a local tree over SFTP (modes kept, set once the contents are in)."""
+        self._run(core_tree.upload(self._link, sftp, local_dir, remote_dir,
+                                   lambda local, remote: in_greenlet(self.sftp_put, sftp,
+                                                                     local, remote)))
 
     def _scp_send_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
-        super()._scp_send_dir(local_dir, remote_dir, sftp)
-        self._set_remote_mode(sftp, remote_dir, stat.S_IMODE(os.stat(local_dir).st_mode))
+        """Upload a local tree file by file over SCP, directories made over SFTP."""
+        self._run(core_tree.upload(self._link, sftp, local_dir, remote_dir,
+                                   lambda local, remote: in_greenlet(self._scp_send, local,
+                                                                     remote)))
+
+    def _download_tree(self, remote_dir: str, local_dir: str, sftp, encoding: str,
+                       fetch, error) -> None:
+        """Download a remote tree, each file by ``fetch(remote, local)``; names the server
+        should not have sent are refused and raised at the end as ``error``."""
+        refused = self._run(core_tree.download(self._link, sftp, remote_dir, local_dir, fetch,
+                                               encoding))
+        if refused:
+            raise error("%s:%s: copying %s: %s", self.host, self.port, remote_dir,
+                        core_tree.refused_message(refused), host=self.host, port=self.port)
 
     def _sftp_readdir(self, dir_h) -> Iterator[bytes]:
         """The names in an open remote directory."""
@@ -153,11 +166,10 @@ class TransferMixin:
         if _is_dir(attrs):
             if not recurse:
                 raise ValueError(f"{remote_file} is a directory: pass recurse=True")
-            self._make_local_dir(local_file)
-            names = self._listdir(sftp, remote_file)
-            self._copy_remote_dir(names, remote_file, local_file, sftp, encoding=encoding)
-            os.chmod(local_file, attrs.permissions & 0o7777)
-            return
+            return self._download_tree(
+                remote_file, local_file, sftp, encoding,
+                lambda remote, local: in_greenlet(self.sftp_get, sftp, remote, local),
+                exc.SFTPIOError)
         self._make_local_dir(os.path.dirname(local_file))
         self.sftp_get(sftp, remote_file, local_file, callback=callback)
         logger.info("copied %s:%s to %s", self.host, remote_file, local_file)
@@ -234,13 +246,13 @@ class TransferMixin:
         if not _is_dir(attrs):
             return self.scp_recv(remote_file, local_file, encoding=encoding)
         try:
-            names = self._listdir(sftp, remote_file)
+            self._download_tree(remote_file, local_file, sftp, encoding,
+                                lambda remote, local: in_greenlet(self._scp_recv, remote,
+                                                                  local),
+                                exc.SCPError)
         except exc.SFTPError as err:
             raise exc.SCPError("cannot list remote directory %s on host %s: %s", remote_file,
                                self.host, err, host=self.host, port=self.port) from err
-        os.makedirs(local_file, exist_ok=True)
-        self._scp_recv_dir(names, remote_file, local_file, sftp, encoding=encoding)
-        os.chmod(local_file, attrs.permissions & 0o7777)
 
     def _scp_recv(self, remote_file: str, local_file: str) -> None:
         self._run(core_scp.download(self._link, remote_file, local_file))

@@ -1,0 +1,184 @@
+"""Directory trees copied to and from a server: the one walk every front end uses.
+
+The server chooses the names its directories list, and a compromised one lists
+what it likes: ``../../.ssh/authorized_keys``, ``/etc/cron.d/x``, ``a/../../b``.
+Joined onto a local path, such a name writes outside the target: command
+execution on the controller. So a name from a server is taken only as a single
+path component (:func:`checked_name`: no ``/``, not ``.`` or ``..``, no NUL,
+not empty); any other is refused with a warning naming the host and the name,
+the rest of the tree is copied, and the walk reports what it refused
+(:class:`Refused`), which each front end raises as its error at the end.
+
+Also bounded here: the depth (:data:`MAX_DEPTH` levels, as OpenSSH's sftp; a
+server can list directories without end, a remote symlink can point at an
+ancestor), and local symlinks: nothing is written into a local directory that
+resolves outside the target. Remote symlinks are followed (as ``scp -r``
+does); special files (devices, FIFOs, sockets) are skipped, as OpenSSH skips
+them. Directories get their modes (:func:`~pssh.core.partial_files.local_mode`)
+once what they hold is in. The walk is a loop over a stack, not recursion: a
+deep tree is no RecursionError.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import posixpath
+import stat as _stat
+from typing import Callable, List, NamedTuple, Optional, Tuple
+
+from pssh.core import sftp as core_sftp
+from pssh.core.link import Link
+from pssh.core.partial_files import PERMISSIONS, local_mode, umask
+from pssh.core.waits import Procedure
+
+log = logging.getLogger("pssh.core.tree")
+
+#: Directory levels below the top that a walk enters at most (OpenSSH's sftp: 64).
+MAX_DEPTH = 64
+
+
+class Refused(NamedTuple):
+    """An entry a walk did not copy: its path (as the server named it) and why."""
+
+    path: str
+    reason: str
+
+
+def checked_name(name: bytes, encoding: str = "utf-8") -> Tuple[str, Optional[str]]:
+    """``(name as text, None)`` if ``name`` (from a server's directory listing) is a single
+    path component, else ``(name as text, why not)``."""
+    text = name.decode(encoding, "surrogateescape")
+    if not name:
+        return text, "an empty name"
+    if b"/" in name:
+        return text, "a name with '/'"
+    if name in (b".", b".."):
+        return text, f"'{text}'"
+    if b"\0" in name:
+        return text, "a name with a NUL byte"
+    return text, None
+
+
+def refused_message(refused: List[Refused], limit: int = 5) -> str:
+    """The refused entries, for an error message."""
+    shown = "; ".join(f"{r.path!r}: {r.reason}" for r in refused[:limit])
+    more = f" and {len(refused) - limit} more" if len(refused) > limit else ""
+    return f"{len(refused)} entr{'y' if len(refused) == 1 else 'ies'} not copied: {shown}{more}"
+
+
+#: ``fetch(remote path, local path)``: a procedure copying one remote file to a local path.
+Fetch = Callable[[str, str], Procedure[object]]
+#: ``send(local path, remote path)``: a procedure copying one local file to a remote path.
+Send = Callable[[str, str], Procedure[object]]
+
+
+def download(link: Link, sftp, remote_root: str, local_root: str, fetch: Fetch,
+             encoding: str = "utf-8", modes: str = PERMISSIONS) -> Procedure[List[Refused]]:
+    """Copy the remote directory ``remote_root`` and all it holds into ``local_root``
+    (made if missing), each file by ``fetch``; returns what was refused."""
+    mask = umask()
+    refused: List[Refused] = []
+    os.makedirs(local_root, exist_ok=True)
+    top = os.path.realpath(local_root)
+    root_attrs = yield from core_sftp.stat(link, sftp, remote_root)
+    pending = [(remote_root, local_root, 0)]
+    dir_modes: List[Tuple[str, int]] = []
+    if root_attrs is not None:
+        dir_modes.append((local_root, root_attrs.permissions))
+    while pending:
+        remote_dir, local_dir, depth = pending.pop()
+        entries = yield from core_sftp.listdir_attrs(link, sftp, remote_dir)
+        for raw, attrs in sorted(entries, key=lambda entry: entry[0]):
+            if raw in (b".", b".."):
+                continue
+            name, problem = checked_name(raw, encoding)
+            remote_path = posixpath.join(remote_dir, name)
+            if problem is not None:
+                _refuse(link, refused, remote_path, f"{problem}: not a name a file can have "
+                        "in a directory, so it is not written anywhere")
+                continue
+            local_path = os.path.join(local_dir, name)
+            if attrs is None or _stat.S_ISLNK(attrs.permissions):
+                attrs = yield from core_sftp.stat(link, sftp, remote_path)  # followed
+                if attrs is None:
+                    log.info("%s: %s is a dangling link: skipped", link.host, remote_path)
+                    continue
+            kind = _stat.S_IFMT(attrs.permissions)
+            if kind == _stat.S_IFDIR:
+                if depth + 1 > MAX_DEPTH:
+                    _refuse(link, refused, remote_path, f"deeper than {MAX_DEPTH} levels")
+                    continue
+                if not _local_dir(local_path, top):
+                    _refuse(link, refused, remote_path, f"the local {local_path} leads out of "
+                            f"{local_root} (a symlink)")
+                    continue
+                dir_modes.append((local_path, attrs.permissions))
+                pending.append((remote_path, local_path, depth + 1))
+            elif kind == _stat.S_IFREG:
+                yield from fetch(remote_path, local_path)
+            else:
+                log.warning("%s: %s is not a regular file or a directory: skipped", link.host,
+                            remote_path)
+    for path, mode in reversed(dir_modes):  # deepest first: a read-only parent comes last
+        os.chmod(path, local_mode(mode, modes, directory=True, mask=mask))
+    return refused
+
+
+def _refuse(link: Link, refused: List[Refused], path: str, reason: str) -> None:
+    log.warning("%s:%s: refused %r from the server: %s", link.host, link.port, path, reason)
+    refused.append(Refused(path, reason))
+
+
+def _local_dir(path: str, top: str) -> bool:
+    """Make the local directory ``path`` if missing; False if it exists and resolves
+    outside ``top`` (a symlink someone left there)."""
+    try:
+        os.mkdir(path, 0o700)
+        return True
+    except FileExistsError:
+        pass
+    real = os.path.realpath(path)
+    if real != top and not real.startswith(top.rstrip(os.sep) + os.sep):
+        return False
+    if not os.path.isdir(real):
+        raise NotADirectoryError(f"{path} exists and is not a directory")
+    return True
+
+
+def upload(link: Link, sftp, local_root: str, remote_root: str, send: Send,
+           make_root: bool = True) -> Procedure[None]:
+    """Copy the local directory ``local_root`` and all it holds into ``remote_root``, each
+    file by ``send``: directories made as needed (``make_root``: the top one with its
+    missing parents), given the local ones' modes once their contents are in. Local
+    symlinks are followed (as ``scp -r``); one that loops back is skipped."""
+    if make_root:
+        yield from core_sftp.makedirs(link, sftp, remote_root)
+    pending = [(local_root, remote_root, 0, frozenset())]
+    dir_modes: List[Tuple[str, int]] = [(remote_root, _stat.S_IMODE(os.stat(local_root).st_mode))]
+    while pending:
+        local_dir, remote_dir, depth, above = pending.pop()
+        st = os.stat(local_dir)
+        if (st.st_dev, st.st_ino) in above:
+            log.warning("%s: %s loops back to a directory above it: skipped", link.host,
+                        local_dir)
+            continue
+        above = above | {(st.st_dev, st.st_ino)}
+        for entry in sorted(os.scandir(local_dir), key=lambda e: e.name):
+            local_path = entry.path
+            remote_path = posixpath.join(remote_dir, entry.name)
+            if entry.is_dir():
+                if depth + 1 > MAX_DEPTH:
+                    raise NotADirectoryError(f"{local_path}: deeper than {MAX_DEPTH} levels")
+                yield from core_sftp.ensure_dir(link, sftp, remote_path)
+                dir_modes.append((remote_path, _stat.S_IMODE(entry.stat().st_mode)))
+                pending.append((local_path, remote_path, depth + 1, above))
+            elif entry.is_file():
+                yield from send(local_path, remote_path)
+            else:
+                log.warning("%s: %s is not a regular file or a directory: skipped", link.host,
+                            local_path)
+    for path, mode in reversed(dir_modes):
+        yield from core_sftp.set_mode(link, sftp, path, mode)
+
+
+__all__ = ["MAX_DEPTH", "Refused", "checked_name", "download", "refused_message", "upload"]

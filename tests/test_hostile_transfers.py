@@ -1,0 +1,235 @@
+"""Downloads from a compromised host never write outside their target, never take its
+modes as given, and never keep a file the protocol did not say was complete.
+
+The server is :class:`hostile.HostileServer`: its directory listings name
+``../../x``, absolute paths and ``sub/../../y``; its files claim modes 06777 and
+07777; its ``scp -f`` sends ``C6777``, or pads a file and then reports an error.
+Every front end is tried: the gevent client (SFTP and SCP), pssh.aio, and
+``pssh fetch -r``.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import shlex
+import stat
+import subprocess
+import sys
+
+import pytest
+
+import pssh.aio
+from pssh import exceptions as exc
+from pssh.clients import SSHClient
+from pssh.sshd import ClientKeys
+
+from hostile import Dir, File, HostileServer, scp_source
+
+ADDRESS = "127.0.1.31"
+
+
+@pytest.fixture(scope="module")
+def key(tmp_path_factory):
+    return ClientKeys.generate(tmp_path_factory.mktemp("hostile-keys")).private()
+
+
+def escaping_tree(escape_dir) -> dict:
+    """/srv lists one good file, a good subdirectory, and names that lead out: each
+    registered under the path a client that joined the name would ask for."""
+    absolute = f"{escape_dir}/absolute"
+    return {
+        "/srv": Dir([b"good.txt", b"sub", b"../../dotdot", absolute.encode(),
+                     b"sub/../../../through_sub", b"..", b".", b"nul\0name"]),
+        "/srv/good.txt": File(b"good\n"),
+        "/srv/sub": Dir([b"inner.txt"]),
+        "/srv/sub/inner.txt": File(b"inner\n"),
+        "/srv/../../dotdot": File(b"owned\n"),
+        absolute: File(b"owned\n"),
+        "/srv/sub/../../../through_sub": File(b"owned\n"),
+    }
+
+
+def serve_tree_by_scp(server: HostileServer):
+    """``scp -f PATH`` answered from the server's tree (as the real scp would)."""
+    async def serve(proc):
+        path = shlex.split(proc.command)[-1]
+        node = server.tree.get(path)
+        data = node.data if isinstance(node, File) else b""
+        mode = node.mode if isinstance(node, File) else 0o644
+        await scp_source(f"C{mode:04o} {len(data)} x".encode(), data)(proc)
+    return serve
+
+
+def gevent_client(server: HostileServer, key: str, tmp_path) -> SSHClient:
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(server.known_hosts_line())
+    return SSHClient(server.address, port=server.port, pkey=key, allow_agent=False,
+                     identity_auth=False, ssh_config=False, known_hosts=str(known_hosts),
+                     host_key_policy="strict", num_retries=1, timeout=10)
+
+
+async def aio_get(server: HostileServer, key: str, tmp_path, remote: str, local: str,
+                  **kwargs) -> None:
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(server.known_hosts_line())
+    async with pssh.aio.connect(server.address, server.port, client_keys=[key],
+                                known_hosts=str(known_hosts), agent_path=None,
+                                ssh_config=False, connect_timeout=10) as conn:
+        async with conn.start_sftp_client() as sftp:
+            await sftp.get(remote, local, **kwargs)
+
+
+def cli_fetch(server: HostileServer, key: str, tmp_path, remote: str, local: str, *more):
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(server.known_hosts_line())
+    return subprocess.run(
+        [sys.executable, "-m", "pssh", "fetch", "-H", server.address, "--port",
+         str(server.port), "-k", key, "--no-agent", "--known-hosts", str(known_hosts),
+         "--host-key-policy", "strict", "-F", "none", *more, remote, local],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def fetch_tree(front_end, server, key, tmp_path, local):
+    """Download /srv recursively with ``front_end``; the error it raised (None if none)."""
+    if front_end in ("sftp", "scp"):
+        with gevent_client(server, key, tmp_path) as client:
+            try:
+                if front_end == "sftp":
+                    client.copy_remote_file("/srv", local, recurse=True)
+                else:
+                    client.scp_recv("/srv", local, recurse=True)
+            except exc.PSSHError as err:
+                return err
+        return None
+    if front_end == "aio":
+        try:
+            asyncio.run(aio_get(server, key, tmp_path, "/srv", local, recurse=True))
+        except exc.PSSHError as err:
+            return err
+        return None
+    done = cli_fetch(server, key, tmp_path, "/srv", local, "-r")
+    return None if done.returncode == 0 else done
+
+
+@pytest.mark.parametrize("front_end", ["sftp", "scp", "aio", "cli"])
+def test_names_that_lead_out_of_the_target_are_refused(front_end, key, tmp_path):
+    deep = tmp_path / "a" / "b"
+    deep.mkdir(parents=True)
+    with HostileServer(ADDRESS, escaping_tree(tmp_path)) as server:
+        server.scp = serve_tree_by_scp(server)
+        error = fetch_tree(front_end, server, key, tmp_path, str(deep / "target"))
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
+                     if p.is_file() and p.name not in ("known_hosts",))
+    if front_end == "cli":
+        base = f"a/b/target/{ADDRESS}/srv"
+    else:
+        base = "a/b/target"
+    assert written == [f"{base}/good.txt", f"{base}/sub/inner.txt"]
+    # Nothing outside was even asked for.
+    assert not any("dotdot" in path or "absolute" in path or "through_sub" in path
+                   for path in server.asked)
+    # The result says so: an error naming the host and the names (non-zero in the CLI).
+    assert error is not None
+    text = str(error) if not isinstance(error, subprocess.CompletedProcess) \
+        else error.stdout + error.stderr
+    assert ADDRESS in text and "../../dotdot" in text and "not copied" in text
+
+
+@pytest.mark.parametrize("front_end", ["sftp", "aio"])
+def test_a_local_symlink_out_of_the_target_is_not_written_through(front_end, key, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    target = tmp_path / "target"
+    # asyncssh's get() copies into an existing directory (target/srv), ours into the target.
+    root = target / "srv" if front_end == "aio" else target
+    root.mkdir(parents=True)
+    (root / "sub").symlink_to(outside)    # left there by someone, or an earlier run
+    tree = {"/srv": Dir([b"sub"]), "/srv/sub": Dir([b"inner.txt"]),
+            "/srv/sub/inner.txt": File(b"inner\n")}
+    with HostileServer(ADDRESS, tree) as server:
+        error = fetch_tree(front_end, server, key, tmp_path, str(target))
+    assert list(outside.iterdir()) == []
+    assert error is not None and "leads out" in str(error)
+
+
+def test_a_deep_remote_tree_ends_in_a_clear_error_not_a_recursion_error(key, tmp_path):
+    tree, path = {}, "/srv"
+    for _ in range(200):
+        tree[path] = Dir([b"d"])
+        path += "/d"
+    tree[path] = Dir([])
+    with HostileServer(ADDRESS, tree) as server:
+        error = fetch_tree("sftp", server, key, tmp_path, str(tmp_path / "target"))
+    assert isinstance(error, exc.SFTPIOError)
+    assert "deeper than 64 levels" in str(error) and ADDRESS in str(error)
+
+
+# -- modes -----------------------------------------------------------------------------------
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+@pytest.mark.parametrize("front_end", ["sftp", "scp", "aio", "cli"])
+def test_special_bits_and_world_write_are_not_taken_from_the_server(front_end, key, tmp_path,
+                                                                    umask_022):
+    tree = {"/srv": Dir([b"setuid", b"all"], mode=0o7777),
+            "/srv/setuid": File(b"#!/bin/sh\n", mode=0o6777),
+            "/srv/all": File(b"x", mode=0o7777)}
+    with HostileServer(ADDRESS, tree) as server:
+        server.scp = serve_tree_by_scp(server)
+        error = fetch_tree(front_end, server, key, tmp_path, str(tmp_path / "target"))
+    assert error is None
+    base = tmp_path / "target" / (f"{ADDRESS}/srv" if front_end == "cli" else "")
+    for path in (base / "setuid", base / "all", base):
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode & 0o7000 == 0, (path, oct(mode))       # no setuid, setgid, sticky
+        assert mode & 0o022 == 0, (path, oct(mode))        # the umask applied
+    if front_end != "aio":   # OpenSSH's rule: the remote permission bits, less the umask
+        assert stat.S_IMODE((base / "setuid").stat().st_mode) == 0o755
+
+
+def test_preserve_keeps_the_mode_whole_when_asked(key, tmp_path, umask_022):
+    tree = {"/srv": Dir([b"tool"]), "/srv/tool": File(b"x", mode=0o4755)}
+    with HostileServer(ADDRESS, tree) as server:
+        asyncio.run(aio_get(server, key, tmp_path, "/srv/tool", str(tmp_path / "tool"),
+                            preserve=True))
+    assert stat.S_IMODE((tmp_path / "tool").stat().st_mode) == 0o4755
+
+
+def test_scp_takes_no_special_bits_from_a_c6777_header(key, tmp_path, umask_022):
+    with HostileServer(ADDRESS, scp=scp_source(b"C6777 5 evil", b"hello")) as server:
+        with gevent_client(server, key, tmp_path) as client:
+            client.scp_recv("/anything", str(tmp_path / "got"))
+    assert (tmp_path / "got").read_bytes() == b"hello"
+    assert stat.S_IMODE((tmp_path / "got").stat().st_mode) == 0o755
+    assert not (tmp_path / "evil").exists()     # the server's name is not used either
+
+
+# -- SCP's final status ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("trailer, status", [
+    (b"\x01scp: /data: Input/output error\n", 1),
+    (b"\x02scp: fatal\n", 1),
+    (b"\0", 1),          # said complete, then exited with an error
+])
+def test_an_scp_download_the_server_did_not_complete_is_not_kept(trailer, status, key,
+                                                                  tmp_path):
+    padded = b"\0" * 4096
+    with HostileServer(ADDRESS, scp=scp_source(b"C0644 4096 data", padded, trailer,
+                                               exit_status=status)) as server:
+        with gevent_client(server, key, tmp_path) as client:
+            with pytest.raises(exc.SCPError) as info:
+                client.scp_recv("/data", str(tmp_path / "data"))
+    assert ADDRESS in str(info.value) and "/data" in str(info.value)
+    assert list(tmp_path.iterdir()) == [tmp_path / "known_hosts"]   # nothing, not even a .part
+
+
+def test_a_complete_scp_download_is_kept(key, tmp_path):
+    with HostileServer(ADDRESS, scp=scp_source(b"C0644 5 data", b"hello")) as server:
+        with gevent_client(server, key, tmp_path) as client:
+            client.scp_recv("/data", str(tmp_path / "data"))
+    assert (tmp_path / "data").read_bytes() == b"hello"
