@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple
 import gevent
 
 from pssh import exceptions as exc
-from pssh.cli.hosts import HostSpec
+from pssh.cli.hosts import HostSpec, file_name
 from pssh.cli.pipeline import HostEvents, ended_without_status
 from pssh.clients import ParallelSSHClient
 from pssh.config import HostConfig
@@ -46,6 +46,7 @@ class ClientExecutor:
                  events: HostEvents) -> None:
         self.args = args
         self.events = events
+        self.labels = [h.label for h in hosts]
         self.client = ParallelSSHClient(
             [h.host for h in hosts], host_config=[HostConfig(user=h.user, port=h.port)
                                                   for h in hosts],
@@ -180,7 +181,7 @@ class ClientExecutor:
     def _fetch(self, index: int) -> Outcome:
         args = self.args
         name = posixpath.basename(args.remote.rstrip("/")) or "root"
-        local = os.path.join(args.local, self.client.hosts[index], name)
+        local = os.path.join(args.local, file_name(self.labels[index]), name)
         self.client.copy_remote_file_from_host(index, args.remote, local, recurse=args.recursive,
                                                callback=self._byte_counter(index))
         return None, None, None

@@ -7,6 +7,7 @@ the last number of each name.
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -28,6 +29,24 @@ class HostSpec:
 
     def __str__(self) -> str:
         return self.host
+
+    @property
+    def label(self) -> str:
+        """How the host is named in output and files: ``host``, or ``host:port`` when a
+        port was given with it (two ports of one address are two hosts)."""
+        if self.port is None:
+            return self.host
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def file_name(label: str) -> str:
+    """A host's label as one local path component, distinct per label: ``/``, NUL and
+    ``%`` percent-encoded, ``.`` and ``..`` (and the empty name) made harmless. A hosts
+    file naming ``../../x`` or ``/abs/x`` writes nothing outside the chosen directory."""
+    name = label.replace("%", "%25").replace("/", "%2F").replace("\0", "%00")
+    if name in ("", ".", ".."):
+        name = name.replace(".", "%2E") or "%"
+    return name
 
 
 def _range_values(body: str, token: str) -> List[str]:
@@ -86,12 +105,12 @@ def parse_host(token: str) -> List[HostSpec]:
     return [HostSpec(name, user or None, port) for name in names]
 
 
-def parse_hosts(tokens: Iterable[str]) -> List[HostSpec]:
+def parse_hosts(tokens: Iterable[str], _reading: Tuple[str, ...] = ()) -> List[HostSpec]:
     """Hosts of ``tokens``; ``^FILE`` reads a hosts file (as clush's ``-w ^file``)."""
     hosts: List[HostSpec] = []
     for token in tokens:
         if token.startswith("^"):
-            hosts.extend(read_hosts_file(token[1:]))
+            hosts.extend(read_hosts_file(token[1:], _reading))
         else:
             hosts.extend(parse_host(token))
     return hosts
@@ -176,8 +195,18 @@ def _ranges(values: List[int], width: int) -> str:
     return ",".join(spans)
 
 
-def read_hosts_file(path: str) -> List[HostSpec]:
-    """Hosts separated by blanks or lines; ``#`` starts a comment."""
+#: Hosts files read within one another (``^FILE`` in a hosts file) at most.
+MAX_INCLUDE_DEPTH = 16
+
+
+def read_hosts_file(path: str, _reading: Tuple[str, ...] = ()) -> List[HostSpec]:
+    """Hosts separated by blanks or lines; ``#`` starts a comment; ``^FILE`` includes."""
+    real = os.path.realpath(path)
+    if real in _reading:
+        raise UsageError(f"hosts file {path} includes itself")
+    if len(_reading) >= MAX_INCLUDE_DEPTH:
+        raise UsageError(f"hosts file {path}: files included more than {MAX_INCLUDE_DEPTH} "
+                         f"deep")
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
@@ -188,7 +217,7 @@ def read_hosts_file(path: str) -> List[HostSpec]:
     tokens = []
     for line in text.splitlines():
         tokens.extend(line.split("#", 1)[0].split())
-    return parse_hosts(tokens)
+    return parse_hosts(tokens, (*_reading, real))
 
 
 def print_hosts(args) -> int:
@@ -197,9 +226,7 @@ def print_hosts(args) -> int:
         hosts = exclude(parse_hosts(args.expressions), args.exclude)
     except UsageError as err:
         args.error(str(err))
-    names = [str(h) if h.user is None and h.port is None else
-             f"{h.user + '@' if h.user else ''}{h.host}{':%d' % h.port if h.port else ''}"
-             for h in hosts]
+    names = [f"{h.user + '@' if h.user else ''}{h.label}" for h in hosts]
     if args.count:
         print(len(names))
     elif args.fold:

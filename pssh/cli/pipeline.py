@@ -33,7 +33,7 @@ from gevent.event import Event
 from pssh import exceptions as exc
 from pssh.cli import options
 from pssh.cli.display import Display, HostResult
-from pssh.cli.hosts import fold
+from pssh.cli.hosts import file_name, fold
 from pssh.cli.signals import RunSignals, Stopped
 
 log = logging.getLogger("pssh.cli")
@@ -180,10 +180,11 @@ class Pipeline:
         if running is None or self.args.subcommand != "run":
             return
         args, host = self.args, running.result.host
-        paths = [os.path.join(d, host) if d else None for d in (args.outdir, args.errdir)]
+        name = file_name(host)
+        paths = [os.path.join(d, name) if d else None for d in (args.outdir, args.errdir)]
         if args.output_dir:
-            paths = [os.path.join(args.output_dir, f"{host}.{name}")
-                     for name in ("stdout", "stderr")]
+            paths = [os.path.join(args.output_dir, f"{name}.{kind}")
+                     for kind in ("stdout", "stderr")]
         try:
             running.files = [open(path, "w", encoding="utf-8") if path else None
                              for path in paths]
@@ -315,7 +316,7 @@ def write_status(args, result: HostResult) -> None:
     if directory:
         text = (f"error: {result.error}" if result.error is not None
                 else f"exit {result.exit_code}")
-        with open(os.path.join(directory, result.host + ".status"), "w",
+        with open(os.path.join(directory, file_name(result.host) + ".status"), "w",
                   encoding="utf-8") as fh:
             fh.write(f"{text}\n")
 

@@ -164,5 +164,5 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
         from pssh.cli.cluster import ClusterExecutor as Executor  # Dask only for this
     else:
         from pssh.cli.executors import ClientExecutor as Executor
-    pipeline = Pipeline(args, [h.host for h in hosts], _display(args, hosts))
+    pipeline = Pipeline(args, [h.label for h in hosts], _display(args, hosts))
     return pipeline.run(lambda events: Executor(args, hosts, connect, config, events))

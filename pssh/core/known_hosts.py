@@ -312,8 +312,8 @@ def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
         raise UnknownHostKeyError.at(
             host, port, f"host is not in {path} (policy 'strict'); its key is {fingerprint(key)}")
     _append(path, f"{name} {key_type_of(key)} {base64.b64encode(key).decode()}\n")
-    log.warning("%s:%d: permanently added %s %s to the list of known hosts (%s)",
-                host, port, key_type_of(key), fingerprint(key), path)
+    log.info("%s:%d: added host key %s %s to %s", host, port, key_type_of(key),
+             fingerprint(key), path)
     return True
 
 
