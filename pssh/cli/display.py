@@ -3,6 +3,13 @@
 On a terminal (stderr is a tty): a progress bar that host output scrolls
 above, colours, and a summary table, failures first. Otherwise plain text:
 output lines, then one line per failed host on stderr.
+
+What a host sends reaches a terminal with its control characters made visible,
+as ``cat -v`` shows them (``ESC`` as ``^[``): a compromised host must not move
+the cursor, rewrite lines, pose as another host or set the window title on the
+operator's screen. Host names (from a handed-over hosts file) and error texts
+get the same treatment. ``--raw`` passes them; files, pipes and JSON keep the
+text as it came.
 """
 from __future__ import annotations
 
@@ -22,6 +29,16 @@ from rich.text import Text
 
 _COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta",
             "bright_green")
+
+#: Control characters as ``cat -v`` shows them (tab kept): C0 as ``^@``..``^_``, DEL as
+#: ``^?``, C1 as ``M-^@``..``M-^_``.
+_VISIBLE = {**{code: f"^{chr(code + 64)}" for code in range(32) if code != 9},
+            127: "^?", **{code: f"M-^{chr(code - 64)}" for code in range(128, 160)}}
+
+
+def visible(text: str) -> str:
+    """``text`` with its control characters made visible (``cat -v``)."""
+    return text.translate(_VISIBLE)
 
 
 @dataclass
@@ -65,9 +82,12 @@ class Display:
 
     def __init__(self, total: int, *, title: str, interactive: Optional[bool] = None,
                  colour: Optional[bool] = None, show_bytes: bool = False,
-                 out: TextIO = None, err: TextIO = None) -> None:
+                 out: TextIO = None, err: TextIO = None, raw: bool = False) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
+        # What reaches a terminal passes through these (--raw: as it came).
+        self._for_out = str if raw or not self.out.isatty() else visible
+        self._for_err = str if raw or not self.err.isatty() else visible
         self.interactive = self.err.isatty() if interactive is None else interactive
         self.total = total
         self.title = title
@@ -143,6 +163,7 @@ class Display:
 
     def message(self, text: str) -> None:
         """A diagnostic (log record) on stderr."""
+        text = self._for_err(text)
         if self._live is not None:
             self._live.console.print(Text(text, style="yellow"), markup=False, highlight=False)
         else:
@@ -150,33 +171,37 @@ class Display:
             self.err.flush()
 
     def line(self, host: str, line: str, stderr: bool = False) -> None:
-        text = Text(f"[{host}] ", style=self._colour(host))
-        text.append(line, style="red" if stderr else None)
+        shown = self._for_out
+        text = Text(f"[{shown(host)}] ", style=self._colour(host))
+        text.append(shown(line), style="red" if stderr else None)
         self._print(text)
 
     def text(self, line: str, style: Optional[str] = None) -> None:
-        """A line of output of our own (gathered views, diffs)."""
-        self._print(Text(line, style=style))
+        """A line of output of our own (gathered views, diffs: hosts' lines inside)."""
+        self._print(Text(self._for_out(line), style=style))
 
     def ping(self, result: HostResult) -> None:
         """``pssh ping``: one line per host as it answers."""
-        text = Text(f"[{result.host}] ", style=self._colour(result.host))
+        shown = self._for_out
+        text = Text(f"[{shown(result.host)}] ", style=self._colour(result.host))
         if result.ok:
-            text.append(f"ok {result.stdout[0] if result.stdout else ''}", style="green")
+            text.append(f"ok {shown(result.stdout[0]) if result.stdout else ''}",
+                        style="green")
         else:
-            text.append(result.error or "failed", style="red")
+            text.append(shown(result.error or "failed"), style="red")
         self._print(text)
 
     def block(self, result: HostResult, number: int) -> None:
         """A finished host's output, grouped (``-i``)."""
         style = "green" if result.ok else "red"
+        shown = self._for_out
         detail = result.error or f"exit {result.exit_code}"
-        self._print(Text(f"[{number}] {result.host} [{result.status.upper()}] {detail} "
-                         f"({result.duration:.2f} s)", style=style))
+        self._print(Text(f"[{number}] {shown(result.host)} [{result.status.upper()}] "
+                         f"{shown(detail)} ({result.duration:.2f} s)", style=style))
         for line in result.stdout:
-            self._print(Text(line))
+            self._print(Text(shown(line)))
         for line in result.stderr:
-            self._print(Text(f"stderr: {line}", style="red"))
+            self._print(Text(f"stderr: {shown(line)}", style="red"))
 
     def json(self, result: HostResult) -> None:
         self.out.write(result.as_json() + "\n")
@@ -190,7 +215,7 @@ class Display:
         if not self.interactive:
             for result in failed:
                 reason = result.error or f"exited with {result.exit_code}"
-                self.err.write(f"pssh: {result.host}: {reason}\n")
+                self.err.write(self._for_err(f"pssh: {result.host}: {reason}") + "\n")
             self.err.flush()
             return
         table = Table(title=f"{self.title}: {len(results) - len(failed)}/{len(results)} hosts "
@@ -206,12 +231,12 @@ class Display:
             table.add_column("error")
         for result in failed + [r for r in results if r.ok]:
             style = {"ok": "green", "failed": "yellow", "error": "red"}[result.status]
-            row = [escape(result.host), f"[{style}]{result.status}[/]",
+            row = [escape(self._for_err(result.host)), f"[{style}]{result.status}[/]",
                    "-" if result.exit_code is None else str(result.exit_code),
                    f"{result.duration:.2f}"]
             if self.show_bytes:
                 row.append(_size(result.transferred))
             if errors:
-                row.append(escape(result.error or ""))
+                row.append(escape(self._for_err(result.error or "")))
             table.add_row(*row)
         self._err_console.print(table)

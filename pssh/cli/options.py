@@ -159,6 +159,10 @@ def _output_options(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--json", action="store_true", help="one JSON object per host, as it ends")
     out.add_argument("--color", choices=("auto", "always", "never"), default="auto")
+    out.add_argument("--raw", action="store_true",
+                     help="on a terminal, show the hosts' control characters as they are "
+                          "(default: made visible, as cat -v: a host cannot move the cursor "
+                          "or rewrite other hosts' lines)")
     out.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
                      help="live progress bar and summary table (auto: when stderr is a terminal)")
     out.add_argument("--exit-status", choices=("all", "any", "max"), default="all",

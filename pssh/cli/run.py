@@ -144,7 +144,8 @@ def _display(args, hosts: List[HostSpec]) -> Display:
     interactive = {"auto": None, "always": True, "never": False}[args.progress]
     colour = {"auto": None, "always": True, "never": False}[args.color]
     display = Display(len(hosts), title=f"pssh {args.subcommand}", interactive=interactive,
-                      colour=colour, show_bytes=args.subcommand != "run")
+                      colour=colour, show_bytes=args.subcommand != "run",
+                      raw=getattr(args, "raw", False))
     handler = _DisplayLogHandler(display)
     handler.setFormatter(logging.Formatter("pssh: %(message)s"))
     level = max(logging.DEBUG, logging.WARNING - 10 * args.verbose)
