@@ -11,6 +11,8 @@ _SPELLING = {"pkey": "private_key"}
 #: HostConfig field -> the setting it is (every setting has one)
 _SETTING_OF = {_SPELLING.get(name, name): name for name in FIELD_NAMES}
 _DECLARED = dict(declarations())
+#: Credentials, never shown in a repr.
+_SECRET = frozenset(field for field, name in _SETTING_OF.items() if _DECLARED[name].secret)
 # accepted for parallel-ssh compatibility; they change nothing here (see the docs)
 _IGNORED = ("gssapi_auth", "gssapi_server_identity", "gssapi_client_identity",
             "gssapi_delegate_credentials")
@@ -88,5 +90,5 @@ class HostConfig:
 
     def __repr__(self) -> str:
         shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _TYPES
-                          if getattr(self, name) is not None and name != "password")
+                          if getattr(self, name) is not None and name not in _SECRET)
         return f"HostConfig({shown})"

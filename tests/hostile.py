@@ -87,6 +87,10 @@ class HostileServer:
 
     # -- the server --------------------------------------------------------------------------
 
+    async def _stall(self, request: str) -> None:
+        if self.stall_sftp is not True and request in (self.stall_sftp or ()):
+            await asyncio.Future()   # never answered
+
     async def _start(self) -> None:
         outer = self
 
@@ -110,7 +114,7 @@ class HostileServer:
             async def _node(self, path: bytes):
                 text = path.decode("utf-8", "surrogateescape")
                 outer.asked.append(text)
-                if outer.stall_sftp:
+                if outer.stall_sftp is True:
                     await asyncio.Future()   # never answered
                 node = outer.tree.get(text)
                 if node is None:
@@ -133,6 +137,9 @@ class HostileServer:
                                                                  (b".", b"..") else Dir()))
 
             async def open(self, path, pflags, attrs):
+                text = path.decode("utf-8", "surrogateescape")
+                if pflags & asyncssh.FXF_CREAT and text not in outer.tree:
+                    outer.tree[text] = File()      # an upload: accepted, kept in memory
                 node = await self._node(path)
                 if isinstance(node, Dir):
                     raise asyncssh.SFTPFailure("a directory")
@@ -141,11 +148,17 @@ class HostileServer:
             async def fstat(self, file_obj):
                 return attrs_of(file_obj)
 
-            def read(self, file_obj, offset, size):
+            async def read(self, file_obj, offset, size):
+                await outer._stall("read")
                 return file_obj.data[offset:offset + size]
 
-            def close(self, file_obj):
-                pass
+            async def write(self, file_obj, offset, data):
+                await outer._stall("write")
+                file_obj.data = file_obj.data[:offset] + data
+                return len(data)
+
+            async def close(self, file_obj):
+                await outer._stall("close")
 
             async def realpath(self, path):
                 return path

@@ -233,3 +233,60 @@ def test_a_complete_scp_download_is_kept(key, tmp_path):
         with gevent_client(server, key, tmp_path) as client:
             client.scp_recv("/data", str(tmp_path / "data"))
     assert (tmp_path / "data").read_bytes() == b"hello"
+
+
+# -- a server that stops answering SFTP ----------------------------------------------------------
+
+STALLS = {"download": ("read",), "upload": ("write",), "listing": True}
+
+
+def stalled_transfer(front_end, what, server, key, tmp_path, timeout):
+    if front_end == "gevent":
+        with gevent_client(server, key, tmp_path) as client:
+            client.timeout = timeout
+            client._link.timeout = timeout
+            if what == "download":
+                client.copy_remote_file("/srv/f", str(tmp_path / "f"))
+            elif what == "upload":
+                client.copy_file(str(tmp_path / "known_hosts"), "/srv/up")
+            else:
+                client.copy_remote_file("/srv", str(tmp_path / "t"), recurse=True)
+        return
+
+    async def main():
+        known_hosts = tmp_path / "known_hosts"
+        known_hosts.write_text(server.known_hosts_line())
+        async with pssh.aio.connect(server.address, server.port, client_keys=[key],
+                                    known_hosts=str(known_hosts), agent_path=None,
+                                    ssh_config=False, timeout=timeout) as conn:
+            async with conn.start_sftp_client() as sftp:
+                if what == "download":
+                    await sftp.get("/srv/f", str(tmp_path / "f"))
+                elif what == "upload":
+                    await sftp.put(str(known_hosts), "/srv/up")
+                else:
+                    await sftp.listdir("/srv")
+    asyncio.run(main())
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("what", STALLS)
+@pytest.mark.parametrize("front_end", ["gevent", "aio"])
+@pytest.mark.parametrize("timeout", [2, None])
+def test_a_server_that_stops_answering_sftp_ends_the_call(front_end, what, timeout, key,
+                                                          tmp_path, monkeypatch):
+    """With timeout=2 the call ends at its deadline (the clean-up does not wait for a server
+    that is not answering: it overran by 10 s); with no timeout at all, after the stall
+    limit (pssh.core.sftp.STALL_TIMEOUT, 1 s here) instead of never."""
+    import time
+    monkeypatch.setattr("pssh.core.sftp.STALL_TIMEOUT", 1.0)
+    tree = {"/srv": Dir([b"f"]), "/srv/f": File(b"x" * 100)}
+    with HostileServer(ADDRESS, tree, stall_sftp=STALLS[what]) as server:
+        started = time.monotonic()
+        with pytest.raises(exc.Timeout) as info:
+            stalled_transfer(front_end, what, server, key, tmp_path, timeout)
+        elapsed = time.monotonic() - started
+    assert ADDRESS in str(info.value)
+    assert elapsed < 8, f"the deadline was overrun: {elapsed:.1f} s"
+    assert not (tmp_path / "f").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".part")]

@@ -97,3 +97,22 @@ def test_timeout_stays_parallel_ssh_s_with_named_limits_underneath():
     assert (named.timeout, named.connect_timeout) == (1, 3)
     default = ConnectOptions().resolve("h", None)
     assert (default.timeout, default.connect_timeout) == (None, DEFAULTS.connect_timeout)
+
+
+def test_no_credential_is_shown_in_a_repr():
+    """Options end up in logs and tracebacks: passwords, passphrases and key data never do."""
+    from pssh.aio.options import SSHClientConnectionOptions
+    from pssh.config import HostConfig
+    from pssh.options import ConnectOptions
+    secrets = dict(password="pw-1-secret", passphrase="pp-2-secret", proxy_password="jp-3-secret",
+                   pkey=b"KEY-4-SECRET", proxy_pkey=b"KEY-5-SECRET")
+    options = ConnectOptions(user="deploy", **secrets)
+    shown = [repr(options), repr(options.resolve("host", None)),
+             repr(HostConfig(user="deploy", password=secrets["password"],
+                             private_key=secrets["pkey"], proxy_password="jp-3-secret",
+                             proxy_pkey=secrets["proxy_pkey"])),
+             repr(SSHClientConnectionOptions(username="deploy", password="pw-1-secret",
+                                             passphrase="pp-2-secret"))]
+    for text in shown:
+        assert "deploy" in text
+        assert "SECRET" not in text.upper(), text

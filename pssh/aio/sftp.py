@@ -83,7 +83,8 @@ class SFTPClient:
 
     async def _call(self, fn, *args, what: str):
         try:
-            return await self._conn._call(fn, *args, what=what)
+            return await self._conn._call(fn, *args, timeout=core_sftp.limit(self._conn._link),
+                                          what=what)
         except ssh2_exc.SSH2Error as err:
             raise sftp_error(self._conn.host, self._conn.port, what, err) from err
 

@@ -58,12 +58,15 @@ class Declaration:
     types: Tuple[type, ...] = (str,)
     #: Only meaningful for one host (not a keyword of the parallel client).
     per_host: bool = False
+    #: A credential: never shown (``repr``, logs, tracebacks).
+    secret: bool = False
 
 
 def setting(help: str, *, default: Any = None, ssh_config: Optional[str] = None,
             keyword: Optional[str] = None, convert: Optional[Callable[[Any], Any]] = None,
             cli: Tuple[str, ...] = (), asyncssh: Optional[str] = "", parallel_ssh: bool = True,
-            types: Tuple[type, ...] = (str,), per_host: bool = False) -> Any:
+            types: Tuple[type, ...] = (str,), per_host: bool = False,
+            secret: bool = False) -> Any:
     """Declare a field of :class:`ConnectOptions` (``None`` at every layer until set).
 
     ``ssh_config``: the :class:`~pssh.core.ssh_config.HostOptions` attribute that supplies
@@ -73,8 +76,9 @@ def setting(help: str, *, default: Any = None, ssh_config: Optional[str] = None,
     declared = Declaration(help=help, default=default,
                            ssh_config=(ssh_config, keyword or ssh_config) if ssh_config else None,
                            convert=convert, cli=cli, asyncssh=asyncssh,
-                           parallel_ssh=parallel_ssh, types=types, per_host=per_host)
-    return field(default=None, metadata={"setting": declared})
+                           parallel_ssh=parallel_ssh, types=types, per_host=per_host,
+                           secret=secret)
+    return field(default=None, repr=not secret, metadata={"setting": declared})
 
 
 _INT, _NUMBER, _BOOL, _KEY = (int,), (int, float), (bool,), (str, bytes)
@@ -91,11 +95,12 @@ class ConnectOptions:
         "port", default=22, ssh_config="port", keyword="Port", cli=("--port",), types=_INT)
     password: Optional[str] = setting(
         "password for logging in (and, without passphrase, a key's passphrase)",
-        asyncssh="password")
+        asyncssh="password", secret=True)
     pkey: Key = setting(
         "private key: a file path, or the key itself as bytes", cli=("-k", "--key"),
-        asyncssh="client_keys", types=_KEY)
-    passphrase: Optional[str] = setting("the private key's passphrase", parallel_ssh=False)
+        asyncssh="client_keys", types=_KEY, secret=True)
+    passphrase: Optional[str] = setting("the private key's passphrase", parallel_ssh=False,
+                                        secret=True)
     cert_file: Optional[str] = setting(
         "OpenSSH user certificate for pkey (<key>-cert.pub beside a key file is found by "
         "itself)", asyncssh="client_certs", types=_KEY)
@@ -156,8 +161,10 @@ class ConnectOptions:
     proxy_host: Optional[str] = setting("parallel-ssh's one jump host", asyncssh=None)
     proxy_port: Optional[int] = setting("the jump host's port", asyncssh=None, types=_INT)
     proxy_user: Optional[str] = setting("login name on the jump host", asyncssh=None)
-    proxy_password: Optional[str] = setting("password on the jump host", asyncssh=None)
-    proxy_pkey: Key = setting("private key for the jump host", asyncssh=None, types=_KEY)
+    proxy_password: Optional[str] = setting("password on the jump host", asyncssh=None,
+                                            secret=True)
+    proxy_pkey: Key = setting("private key for the jump host", asyncssh=None, types=_KEY,
+                              secret=True)
     proxy_jump: Optional[str] = setting(
         "jump hosts as ssh -J: [user@]host[:port],...", ssh_config="proxy_jump",
         keyword="ProxyJump", cli=("-J", "--jump"), asyncssh="tunnel", parallel_ssh=False)

@@ -41,8 +41,26 @@ DIR_MODE = 0o755
 #: Seconds the clean-up after a failed or stopped transfer may take (closing the handle,
 #: removing the partial file): a session that stopped answering must not hold the caller.
 CLEANUP_TIMEOUT = 10.0
+#: Seconds an SFTP request waits for its answer when no limit is set (``request_timeout``,
+#: ``timeout``): a server that keeps the connection alive (keepalives answered) but never
+#: answers SFTP must not hold the call for ever. A transfer in progress answers each of
+#: its requests in milliseconds.
+STALL_TIMEOUT = 120.0
 _UPLOAD = LIBSSH2_FXF_CREAT | LIBSSH2_FXF_WRITE | LIBSSH2_FXF_TRUNC | LIBSSH2_FXF_EXCL
 _MISSING = (ssh2_exc.SFTPNoSuchFileError, ssh2_exc.SFTPHandleError)
+
+
+def limit(link: Link) -> Optional[float]:
+    """The time an SFTP request may wait for its answer: the link's request limit, else
+    :data:`STALL_TIMEOUT`."""
+    return link.timeout if link.timeout is not None else STALL_TIMEOUT
+
+
+def cleanup_time(err: Optional[BaseException]) -> float:
+    """Seconds the clean-up after ``err`` may wait for the server: none after a timeout
+    (it is not answering, and the caller's deadline has passed: a handle's close is sent
+    and not waited for, libssh2 finishes it later), else :data:`CLEANUP_TIMEOUT`."""
+    return 0.0 if isinstance(err, exc.Timeout) else CLEANUP_TIMEOUT
 
 
 def is_dir(attrs) -> bool:
@@ -66,7 +84,8 @@ def start(link: Link, timeout=UNSET) -> Procedure[object]:
         raise exc.SFTPError.at(link.host, link.port, "cannot start SFTP: the connection is "
                                "closed")
     try:
-        return (yield from link.exclusive(link.session.sftp_init, timeout=timeout,
+        return (yield from link.exclusive(link.session.sftp_init,
+                                          timeout=limit(link) if timeout is UNSET else timeout,
                                           what="starting SFTP"))
     except (exc.Timeout, exc.ConnectionError):
         raise
@@ -78,8 +97,8 @@ def start(link: Link, timeout=UNSET) -> Procedure[object]:
 def stat(link: Link, sftp, path: str) -> Procedure[object]:
     """The remote path's attributes, or None if it does not exist."""
     try:
-        return (yield from link.call(sftp.stat, path, what=f"stat of {path!r}",
-                                     check=ended(sftp)))
+        return (yield from link.call(sftp.stat, path, timeout=limit(link),
+                                     what=f"stat of {path!r}", check=ended(sftp)))
     except _MISSING:
         return None
 
@@ -87,8 +106,8 @@ def stat(link: Link, sftp, path: str) -> Procedure[object]:
 def mkdir(link: Link, sftp, path: str, mode: int = DIR_MODE) -> Procedure[None]:
     """Create one remote directory; :class:`~pssh.exceptions.SFTPIOError` if refused."""
     try:
-        yield from link.call(sftp.mkdir, path, mode, what=f"mkdir of {path!r}",
-                             check=ended(sftp))
+        yield from link.call(sftp.mkdir, path, mode, timeout=limit(link),
+                             what=f"mkdir of {path!r}", check=ended(sftp))
     except ssh2_exc.SSH2Error as err:
         raise exc.SFTPIOError("cannot create directory %s on host %s: %s", path, link.host,
                               err, host=link.host, port=link.port) from None
@@ -125,8 +144,8 @@ def set_mode(link: Link, sftp, path: str, mode: int) -> Procedure[None]:
     attrs = SFTPAttributes()
     attrs.permissions = mode
     try:
-        yield from link.call(sftp.setstat, path, attrs, what=f"chmod of {path!r}",
-                             check=ended(sftp))
+        yield from link.call(sftp.setstat, path, attrs, timeout=limit(link),
+                             what=f"chmod of {path!r}", check=ended(sftp))
     except ssh2_exc.SSH2Error as err:
         raise exc.SFTPIOError("cannot set the mode of %s on host %s: %s", path, link.host,
                               err, host=link.host, port=link.port) from err
@@ -135,8 +154,8 @@ def set_mode(link: Link, sftp, path: str, mode: int) -> Procedure[None]:
 def open_file(link: Link, sftp, path: str, flags: int, mode: int = 0) -> Procedure[object]:
     """An open remote file handle; :class:`~pssh.exceptions.SFTPError` naming the host."""
     try:
-        return (yield from link.call(sftp.open, path, flags, mode, what=f"opening {path!r}",
-                                     check=ended(sftp)))
+        return (yield from link.call(sftp.open, path, flags, mode, timeout=limit(link),
+                                     what=f"opening {path!r}", check=ended(sftp)))
     except (exc.Timeout, exc.ConnectionError):
         raise
     except Exception as err:
@@ -149,7 +168,8 @@ def close_handle(link: Link, handle, timeout=UNSET) -> Procedure[None]:
     if handle.closed:
         return
     try:
-        yield from link.call(handle.close, timeout=timeout, what="closing a remote file",
+        yield from link.call(handle.close, timeout=limit(link) if timeout is UNSET else timeout,
+                             what="closing a remote file",
                              check=_handle_ended(handle))
     except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
         log.debug("%s: closing a remote file: %s", link.host, err)
@@ -164,15 +184,18 @@ def listdir_attrs(link: Link, sftp, path: str) -> Procedure[List[tuple]]:
     """``(name, attributes)`` of each entry of a remote directory (names as bytes, ``.``
     and ``..`` included; the attributes are the entry's own, a symlink's not followed)."""
     try:
-        handle = yield from link.call(sftp.opendir, path, what=f"opendir of {path!r}",
-                                      check=ended(sftp))
+        handle = yield from link.call(sftp.opendir, path, timeout=limit(link),
+                                      what=f"opendir of {path!r}", check=ended(sftp))
     except ssh2_exc.SSH2Error as err:
         raise exc.SFTPError("%s:%s: cannot open directory %s: %s", link.host, link.port, path,
                             err, host=link.host, port=link.port) from err
     try:
-        return (yield from read_entries(link, handle))
-    finally:
-        yield from close_handle(link, handle, CLEANUP_TIMEOUT)
+        entries = yield from read_entries(link, handle)
+    except BaseException as err:
+        yield from close_handle(link, handle, cleanup_time(err))
+        raise
+    yield from close_handle(link, handle, CLEANUP_TIMEOUT)
+    return entries
 
 
 def read_names(link: Link, handle) -> Procedure[List[bytes]]:
@@ -188,7 +211,7 @@ def read_entries(link: Link, handle) -> Procedure[List[tuple]]:
     for size, name, attrs in handle.readdir():
         if size == LIBSSH2_ERROR_EAGAIN:
             check()
-            yield from link.wait(link.timeout, "reading a directory")
+            yield from link.wait(limit(link), "reading a directory")
         else:
             entries.append((name, attrs))
     return entries
@@ -209,13 +232,14 @@ def read(link: Link, handle, size: int, what: str) -> Procedure[bytes]:
         if n != LIBSSH2_ERROR_EAGAIN:
             link.wake()
             return data
-        yield from link.wait(link.timeout, what)
+        yield from link.wait(limit(link), what)
 
 
 def write(link: Link, handle, data: bytes, what: str) -> Procedure[None]:
     """Write all of ``data`` to an open remote file."""
     try:
-        yield from link.write(handle.write, data, what=what, check=_handle_ended(handle))
+        yield from link.write(handle.write, data, timeout=limit(link), what=what,
+                              check=_handle_ended(handle))
     except ssh2_exc.SSH2Error as err:
         raise exc.SFTPIOError("%s:%s: %s failed: " + exc.cause_format(err), link.host,
                               link.port, what, err, host=link.host, port=link.port) from err
@@ -240,7 +264,7 @@ def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = No
             return done
         if rc == LIBSSH2_ERROR_EAGAIN:
             check()
-            yield from link.wait(link.timeout, what)
+            yield from link.wait(limit(link), what)
 
 
 def download(link: Link, sftp, remote: str, local: str, progress: Progress = None,
@@ -256,9 +280,10 @@ def download(link: Link, sftp, remote: str, local: str, progress: Progress = Non
     handle = yield from open_file(link, sftp, remote, LIBSSH2_FXF_READ)
     fd, part = local_part_file(local)
     try:
+        failure: Optional[BaseException] = None
         try:
-            attrs = yield from link.call(handle.fstat, what=f"fstat of {remote!r}",
-                                         check=ended(sftp))
+            attrs = yield from link.call(handle.fstat, timeout=limit(link),
+                                         what=f"fstat of {remote!r}", check=ended(sftp))
             with local_file_errors(local):  # a full disk names the target, not the part
                 if receive is None:
                     total = yield from pump(link, handle.pump_to_fd, fd,
@@ -268,13 +293,17 @@ def download(link: Link, sftp, remote: str, local: str, progress: Progress = Non
                     fd = -1
                     total = yield from receive(handle, part)
         except ssh2_exc.SSH2Error as err:
+            failure = err
             raise exc.SFTPIOError("reading remote file %s on host %s failed: "
                                   + exc.cause_format(err), remote, link.host, err,
                                   host=link.host, port=link.port) from err
+        except BaseException as err:
+            failure = err
+            raise
         finally:
             if fd >= 0:
                 os.close(fd)
-            yield from close_handle(link, handle, CLEANUP_TIMEOUT)
+            yield from close_handle(link, handle, cleanup_time(failure))
         os.chmod(part, local_mode(attrs.permissions, modes))
         os.replace(part, local)
     except BaseException:
@@ -307,14 +336,15 @@ def upload(link: Link, sftp, local: str, remote: str, progress: Progress = None,
                                             f"uploading {remote}", progress, st.st_size)
                 else:
                     total = yield from send(handle)
-                yield from link.call(handle.close, what=f"closing {part!r}", check=ended(sftp))
+                yield from link.call(handle.close, timeout=limit(link),
+                                     what=f"closing {part!r}", check=ended(sftp))
             except ssh2_exc.SSH2Error as err:
                 raise exc.SFTPIOError("writing remote file %s on host %s failed: "
                                       + exc.cause_format(err), remote, link.host, err,
                                       host=link.host, port=link.port) from err
             yield from rename_into_place(link, sftp, part, remote)
-        except BaseException:
-            yield from discard(link, sftp, handle, part)
+        except BaseException as err:
+            yield from discard(link, sftp, handle, part, err)
             raise
     finally:
         os.close(fd)
@@ -325,8 +355,8 @@ def rename_into_place(link: Link, sftp, part: str, remote: str) -> Procedure[Non
     """``part`` renamed to ``remote``, replacing it: atomically with posix-rename, else
     (a server without that extension) by removing ``remote`` first."""
     try:
-        yield from link.call(sftp.posix_rename, part, remote, what=f"renaming into {remote!r}",
-                             check=ended(sftp))
+        yield from link.call(sftp.posix_rename, part, remote, timeout=limit(link),
+                             what=f"renaming into {remote!r}", check=ended(sftp))
         return
     except ssh2_exc.SFTPOpUnsupportedError:
         pass
@@ -335,22 +365,29 @@ def rename_into_place(link: Link, sftp, part: str, remote: str) -> Procedure[Non
                               err, host=link.host, port=link.port) from err
     try:
         try:
-            yield from link.call(sftp.unlink, remote, what=f"removing {remote!r}",
-                                 check=ended(sftp))
+            yield from link.call(sftp.unlink, remote, timeout=limit(link),
+                                 what=f"removing {remote!r}", check=ended(sftp))
         except ssh2_exc.SFTPNoSuchFileError:
             pass
-        yield from link.call(sftp.rename, part, remote, what=f"renaming into {remote!r}",
-                             check=ended(sftp))
+        yield from link.call(sftp.rename, part, remote, timeout=limit(link),
+                             what=f"renaming into {remote!r}", check=ended(sftp))
     except ssh2_exc.SSH2Error as err:
         raise exc.SFTPIOError("cannot move %s into place on host %s: %s", remote, link.host,
                               err, host=link.host, port=link.port) from err
 
 
-def discard(link: Link, sftp, handle, path: str) -> Procedure[None]:
-    """Best effort, after a failure: close the handle and remove the partial file (each
-    within :data:`CLEANUP_TIMEOUT`)."""
-    yield from close_handle(link, handle, CLEANUP_TIMEOUT)
-    yield from remove_partial(link, path, sftp)
+def discard(link: Link, sftp, handle, path: str,
+            err: Optional[BaseException] = None) -> Procedure[None]:
+    """Best effort, after a failure (``err``): close the handle and remove the partial
+    file, each within :func:`cleanup_time` (after a timeout: not waited for, and the
+    partial file is left, named in a warning)."""
+    limit = cleanup_time(err)
+    yield from close_handle(link, handle, limit)
+    if limit:
+        yield from remove_partial(link, path, sftp)
+    else:
+        log.warning("%s:%s: the partial upload %s is left on the server: %s", link.host,
+                    link.port, path, err)
 
 
 def remove_partial(link: Link, path: str, sftp=None) -> Procedure[None]:
@@ -377,7 +414,8 @@ def remove_partial(link: Link, path: str, sftp=None) -> Procedure[None]:
                 link.port, path, failure)
 
 
-__all__ = ["CLEANUP_TIMEOUT", "DIR_MODE", "Progress", "close_handle", "discard", "download",
-           "ensure_dir", "is_dir", "listdir", "listdir_attrs", "makedirs", "mkdir", "open_file",
-           "pump", "read", "read_entries", "read_names", "remove_partial", "rename_into_place",
-           "set_mode", "start", "stat", "upload", "write"]
+__all__ = ["CLEANUP_TIMEOUT", "DIR_MODE", "Progress", "STALL_TIMEOUT", "cleanup_time",
+           "close_handle", "discard", "download", "ensure_dir", "is_dir", "limit", "listdir",
+           "listdir_attrs", "makedirs", "mkdir", "open_file", "pump", "read", "read_entries",
+           "read_names", "remove_partial", "rename_into_place", "set_mode", "start", "stat",
+           "upload", "write"]
