@@ -2,6 +2,8 @@
 prints cannot stall the others, the deadlines, the signals or the memory of the controller."""
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 
 import pytest
@@ -9,6 +11,15 @@ import pytest
 from pssh.cli.display import visible
 from pssh.sshd import ServerGroup
 from test_cli import ENV, on_terminal, pssh
+
+
+def eventually(predicate, timeout: float, interval: float = 0.05) -> None:
+    """Wait until ``predicate()`` holds; AssertionError after ``timeout`` seconds."""
+    import time
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {timeout} s"
+        time.sleep(interval)
 
 #: Moves up a line, clears it, and writes a line that looks like another host's; then sets
 #: the terminal's title.
@@ -48,3 +59,104 @@ def test_raw_passes_them_and_a_pipe_keeps_the_bytes(group, tmp_path):
     assert "\x1b[1A" in screen
     piped = pssh("run", "-H", group.hosts[0], *conn(group, tmp_path), "--", FORGERY)
     assert f"[{group.hosts[0]}] \x1b[1A\x1b[2K[10.9.9.9] all good" in piped.stdout
+
+
+# -- a host that talks without end ---------------------------------------------------------------
+
+def flood_on_first(group) -> str:
+    """The first host prints empty lines without end; the other answers after a second."""
+    return (f'case "$(echo $SSH_CONNECTION | cut -d" " -f3)" in {group.hosts[0]}) exec yes "";; '
+            f'*) sleep 1; echo fine;; esac')
+
+
+def test_a_flooding_host_does_not_stop_the_deadline_or_the_other_hosts(group, tmp_path):
+    import time
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "pssh", "run", "-t", "2", "-H", " ".join(group.hosts),
+         *conn(group, tmp_path), "--", flood_on_first(group)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, timeout=120)
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1
+    assert f"[{group.hosts[1]}] fine".encode() in result.stdout
+    assert f"{group.hosts[0]}: did not finish within 2.0 s".encode() in result.stderr
+    assert elapsed < 15, f"-t 2 took {elapsed:.1f} s"
+
+
+def test_sigterm_stops_a_run_whose_host_floods(group, tmp_path):
+    import signal
+    out = tmp_path / "out"
+    with open(out, "wb") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pssh", "run", "-H", group.hosts[0], *conn(group, tmp_path),
+             "--", "yes ''"], stdout=sink, stderr=subprocess.PIPE, env=ENV)
+        try:
+            eventually(lambda: out.stat().st_size > 100_000, 60)
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stderr.close()
+    assert proc.returncode == 143
+
+
+def test_read_timeout_and_timers_run_while_a_host_floods(group):
+    import gevent
+    from pssh import exceptions as exc
+    from pssh.clients import SSHClient
+    fired = []
+    with SSHClient(group.hosts[0], port=group.port, pkey=group.keys.private(),
+                   allow_agent=False, identity_auth=False, ssh_config=False,
+                   host_key_policy="off", known_hosts=os.devnull, num_retries=1) as client:
+        output = client.run_command("yes ''", read_timeout=2)
+        gevent.spawn_later(0.5, fired.append, "timer")
+        lines = 0
+        with pytest.raises(exc.Timeout):
+            for _ in output.stdout:
+                lines += 1
+        client.cancel(output, timeout=10)
+    assert fired == ["timer"] and lines > 0
+
+
+MEASURE = """
+import logging, resource, sys
+logging.basicConfig()
+from pssh.clients import SSHClient
+host, port, key, command = sys.argv[1:]
+with SSHClient(host, port=int(port), pkey=key, allow_agent=False, identity_auth=False,
+               ssh_config=False, host_key_policy="off", known_hosts="/dev/null",
+               num_retries=1) as client:
+    output = client.run_command(command)
+    print(list(output.stdout))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+
+
+def test_a_reader_of_stdout_alone_does_not_hold_a_flood_of_stderr(group):
+    done = subprocess.run(
+        [sys.executable, "-c", MEASURE, group.hosts[0], str(group.port), group.keys.private(),
+         "head -c 300000000 /dev/zero >&2; echo done"],
+        capture_output=True, text=True, env=ENV, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines, peak_mib = done.stdout.splitlines()
+    assert lines == "['done']"
+    assert int(peak_mib) < 200, f"{peak_mib} MiB held for 300 MB of unread stderr"
+    assert "of stderr unread while stdout is read: dropping" in done.stderr
+
+
+def test_a_line_without_end_is_shown_in_pieces_not_held_whole(group, tmp_path):
+    wrapper = ("import resource, subprocess, sys\n"
+               "done = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, "
+               "stderr=subprocess.PIPE, text=True)\n"
+               "print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss"
+               " // 1024)\nprint(done.stderr, file=sys.stderr)\n")
+    done = subprocess.run(
+        [sys.executable, "-c", wrapper, sys.executable, "-m", "pssh", "run", "-H",
+         group.hosts[0], *conn(group, tmp_path), "--",
+         "head -c 100000000 /dev/zero | tr '\\0' x"],
+        capture_output=True, text=True, env=ENV, timeout=240)
+    code, peak_mib = done.stdout.split()
+    assert code == "0", done.stderr
+    assert int(peak_mib) < 300, f"the CLI peaked at {peak_mib} MiB for a 100 MB line"
+    assert "a line longer than 1 MiB: shown in pieces" in done.stderr

@@ -76,17 +76,16 @@ class ChannelStreams:
     async def chunk(self, stream: int) -> bytes:
         """The next chunk of ``stream``; b"" once it has ended."""
         await self._run(self.core.fill(stream, deadline_after(self.read_timeout)))
-        chunks = self.core.buffers[stream].chunks
-        return chunks.popleft() if chunks else b""
+        return self.core.buffers[stream].next_chunk()
 
     async def any_chunk(self) -> Tuple[int, bytes]:
         """The next chunk of either stream, as ``(stream, data)``; ``(-1, b"")`` once both
         have ended (or the channel was closed)."""
         await self._run(self.core.fill_any(None))
         for stream in (0, 1):
-            chunks = self.core.buffers[stream].chunks
-            if chunks:
-                return stream, chunks.popleft()
+            buffer = self.core.buffers[stream]
+            if buffer.has_data():
+                return stream, buffer.next_chunk()
         return -1, b""
 
     async def wait(self, timeout: Optional[float] = None) -> None:

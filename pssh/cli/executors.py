@@ -9,7 +9,7 @@ import logging
 import os
 import posixpath
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 
 import gevent
 
@@ -17,7 +17,10 @@ from pssh import exceptions as exc
 from pssh.cli.hosts import HostSpec, file_name
 from pssh.cli.pipeline import HostEvents, ended_without_status
 from pssh.clients import ParallelSSHClient
+from pssh.clients.reader import split_lines
 from pssh.config import HostConfig
+from pssh.core.link import TURN_SLICE
+from pssh.runners.gevent import TURN
 from pssh.options import ConnectOptions
 from pssh.output import HostOutput
 
@@ -28,6 +31,10 @@ STOP_TIMEOUT = 10.0
 
 #: (exit status, error, note) of one host's work.
 Outcome = Tuple[Optional[int], Optional[str], Optional[str]]
+
+#: The longest line shown whole: a host that sends no newline is shown in pieces this long
+#: (said once per host), never held whole.
+MAX_LINE = 1 << 20
 
 
 def reason(err: BaseException) -> str:
@@ -138,12 +145,21 @@ class ClientExecutor:
         self.commands[index] = output
         self.events.command_started(index)
 
-        def pump(lines, stderr: bool) -> None:
-            for line in lines:
-                self.events.line(index, line, stderr)
+        said = []
 
-        pumps = [gevent.spawn(pump, output.stdout, False),
-                 gevent.spawn(pump, output.stderr, True)]
+        def split() -> None:
+            if not said:
+                said.append(True)
+                log.warning("%s: a line longer than %d MiB: shown in pieces",
+                            self.labels[index], MAX_LINE >> 20)
+
+        def pump(stream, stderr: bool) -> None:
+            lines = split_lines(stream.rw_buffer.chunks(), MAX_LINE, split)
+            for line in taking_turns(lines):
+                self.events.line(index, line.decode(output.encoding, "replace"), stderr)
+
+        pumps = [gevent.spawn(pump, output.buffers.stdout, False),
+                 gevent.spawn(pump, output.buffers.stderr, True)]
         try:
             gevent.joinall(pumps, raise_error=True)
         finally:
@@ -185,6 +201,19 @@ class ClientExecutor:
         self.client.copy_remote_file_from_host(index, args.remote, local, recurse=args.recursive,
                                                callback=self._byte_counter(index))
         return None, None, None
+
+
+def taking_turns(items: Iterable) -> Iterator:
+    """``items``, giving the loop a turn every :data:`~pssh.core.link.TURN_SLICE` seconds
+    of work: a chunk of a flooding host holds tens of thousands of lines, and showing them
+    all before anything else runs would hold up -t, signals and the other hosts."""
+    turn_at = time.monotonic()
+    for item in items:
+        yield item
+        now = time.monotonic()
+        if now - turn_at >= TURN_SLICE:
+            gevent.sleep(TURN)   # a timer: gevent.sleep(0) would not let timers run
+            turn_at = time.monotonic()
 
 
 def _ping_problem(err: BaseException) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from gevent.event import Event
 
@@ -32,10 +32,11 @@ class ConcurrentRWBuffer:
     asks the source for more instead of waiting for a writer.
     """
 
-    __slots__ = ("_chunks", "eof", "_unread_data", "_source", "_stream")
+    __slots__ = ("_chunks", "eof", "_unread_data", "_source", "_stream", "_held")
 
     def __init__(self, source: Optional["ChannelReader"] = None, stream: int = 0) -> None:
         self._chunks: deque = deque()
+        self._held = 0
         self._unread_data = Event()
         self.eof = Event()
         self._source = source
@@ -45,6 +46,7 @@ class ConcurrentRWBuffer:
         """Append ``data``."""
         if data:
             self._chunks.append(data)
+            self._held += len(data)
             self._unread_data.set()
 
     def read(self) -> Optional[bytes]:
@@ -54,6 +56,7 @@ class ConcurrentRWBuffer:
             return None
         data = self._chunks.popleft() if len(self._chunks) == 1 else b"".join(self._chunks)
         self._chunks.clear()
+        self._held = 0
         self._unread_data.clear()
         return data
 
@@ -62,6 +65,9 @@ class ConcurrentRWBuffer:
 
     def has_data(self) -> bool:
         return bool(self._chunks)
+
+    def held(self) -> int:
+        return self._held
 
     def take(self) -> bytes:
         return self.read() or b""
@@ -99,12 +105,17 @@ class ConcurrentRWBuffer:
         return self.chunks()
 
 
-def split_lines(chunks) -> Iterator[bytes]:
+def split_lines(chunks, max_line: Optional[int] = None,
+                on_split: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
     """Lines of a byte stream (``\\n`` or ``\\r\\n`` removed; a last line without one included).
 
-    Long lines are assembled from a list of pieces (no quadratic copying).
+    Long lines are assembled from a list of pieces (no quadratic copying). With
+    ``max_line``, a line that grows past that many bytes is handed on in pieces of about
+    that size (``on_split()`` is called each time): a host that sends no newline cannot
+    make a line view hold all it sends.
     """
     partial: list = []
+    held = 0
     for chunk in chunks:
         start = 0
         while True:
@@ -112,12 +123,18 @@ def split_lines(chunks) -> Iterator[bytes]:
             if end < 0:
                 if start < len(chunk):
                     partial.append(chunk[start:])
+                    held += len(chunk) - start
+                    if max_line is not None and held >= max_line:
+                        yield b"".join(partial)
+                        partial, held = [], 0
+                        if on_split is not None:
+                            on_split()
                 break
             piece = chunk[start:end]
             if partial:
                 partial.append(piece)
                 piece = b"".join(partial)
-                partial = []
+                partial, held = [], 0
             yield piece[:-1] if piece.endswith(b"\r") else piece
             start = end + 1
     if partial:

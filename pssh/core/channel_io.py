@@ -11,6 +11,9 @@ from ssh2 import exceptions as ssh2_exc
 
 #: Bytes asked for per read: bulk output needs few calls, polls stay short.
 CHUNK = 65536
+#: Bytes moved per call at most: a server that sends as fast as we read would otherwise
+#: keep one call going (and the loop waiting) for as long as it likes.
+MAX_PER_CALL = 16 * CHUNK
 
 
 def read_available(channel, stream: int, append: Callable[[bytes], None],
@@ -20,10 +23,12 @@ def read_available(channel, stream: int, append: Callable[[bytes], None],
     fast server would otherwise fill memory faster than it is consumed.
     Returns ``(progress, ended)``; the stream's end counts as progress."""
     progress = False
-    while not (enough is not None and enough()):
+    moved = 0
+    while not (enough is not None and enough()) and moved < MAX_PER_CALL:
         size, data = channel.read_ex(CHUNK, stream)
         if size > 0:
             append(data)
+            moved += size
         elif size == 0:
             return True, True
         else:

@@ -301,8 +301,9 @@ def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
     known = index.entries_for(name)
     if known:
         lines = ", ".join(f"{key_type_of(e.key)} on line {e.line}" for e in known[:3])
-        reason = (f"host key has CHANGED: {path} holds {lines} for {name}, the server "
-                  f"presented {key_type_of(key)} {fingerprint(key)}; the key changed or "
+        reason = (f"host key has CHANGED: it does NOT match {path}, which holds {lines} for "
+                  f"{name}; the server presented {key_type_of(key)} {fingerprint(key)}: the "
+                  f"key changed or "
                   f"someone is intercepting the connection. Remove the old entry "
                   f"(ssh-keygen -R '{name}' -f '{path}') if the change is expected")
         if policy == "off":

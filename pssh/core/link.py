@@ -22,11 +22,15 @@ from typing import Any, Callable, List, Optional
 
 from pssh.core import errors as exc
 from pssh.core.deadlines import UNSET, deadline_after, remaining
-from pssh.core.waits import Procedure, SessionIO, Turnstile
+from pssh.core.waits import Procedure, SessionIO, Sleep, Turnstile
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
 log = logging.getLogger("pssh.core.link")
+
+#: Seconds a procedure may keep working without giving its loop a turn (:meth:`Link.turn`):
+#: a server that always has more to send must not stop timers, signals and other hosts.
+TURN_SLICE = 0.02
 
 
 class Link:
@@ -59,12 +63,22 @@ class Link:
         self.lost_error: Callable[[str, int, str], exc.PSSHError] = exc.ConnectionError.at
         #: Agent forwarding on this connection (:class:`~pssh.core.forwarding.AgentForwarding`).
         self.agent: Any = None
+        self._turn_at = monotonic()
         #: False when the server's host key did not verify and the policy let the connection
         #: go on (``off``): then no secret is sent and the agent is not forwarded.
         self.host_key_verified = True
         self._received_seen = -1
 
     # -- waiting -------------------------------------------------------------------------
+
+    def turn(self) -> Procedure[None]:
+        """Give the loop a turn if this link's procedures have worked :data:`TURN_SLICE`
+        seconds without waiting: reads that always find data never wait, and would keep
+        every other host, timer and signal handler of the loop waiting instead."""
+        now = monotonic()
+        if now - self._turn_at >= TURN_SLICE:
+            yield Sleep(0)
+            self._turn_at = monotonic()
 
     def wake(self) -> None:
         """Tell the procedures waiting on this link to try again (after progress)."""
@@ -80,7 +94,9 @@ class Link:
         if self.before_wait:
             yield from self._before_wait()
         self._check_before_wait()
-        if not (yield request):
+        ready = yield request
+        self._turn_at = monotonic()
+        if not ready:
             raise self.timed_out(what, timeout if limit is None else limit)
         if self.lost is not None:
             raise self.lost

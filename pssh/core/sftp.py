@@ -260,6 +260,7 @@ def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = No
             link.wake()
             if progress is not None:
                 progress(done, total)
+            yield from link.turn()
         if rc == 0:
             return done
         if rc == LIBSSH2_ERROR_EAGAIN:

@@ -4,12 +4,20 @@ stdout and stderr share one flow-control window: a command that fills stderr
 while the caller reads only stdout would stall. Whenever the stream being read
 has nothing, :meth:`CommandStreams.fill` drains the other one into its buffer
 before waiting. Nothing reads in the background: output is read when someone
-asks for it, and memory stays bounded by what was read and not yet consumed.
+asks for it.
+
+What the other stream holds unread while one is read is bounded
+(:data:`UNREAD_LIMIT`): a host flooding stderr to a caller who reads only
+stdout would otherwise fill the controller's memory. Beyond the limit that
+stream's output is dropped and counted (``dropped``, and a warning naming the
+host), so the stream being read keeps flowing: pausing instead would close the
+shared window and stall the stream being read as well. A reader of both streams
+(the command line, ``join``) is never limited.
 
 The buffers are the front end's (parallel-ssh's ``ConcurrentRWBuffer`` for the
 gevent client, plain :class:`StreamBuffer` otherwise); each takes ``append``,
-says with ``has_data()`` whether it holds unread data, ``end()`` marks its
-stream's end and ``ended`` tells it.
+says with ``has_data()`` whether it holds unread data and with ``held()`` how
+many bytes, ``end()`` marks its stream's end and ``ended`` tells it.
 """
 from __future__ import annotations
 
@@ -26,18 +34,24 @@ from ssh2 import exceptions as ssh2_exc
 
 log = logging.getLogger("pssh.core.streams")
 
+#: Bytes of one stream kept unread while the other stream is being read; beyond, dropped.
+UNREAD_LIMIT = 32 * 1024 * 1024
+STREAM_NAMES = ("stdout", "stderr")
+
 
 class StreamBuffer:
     """One stream's unread chunks and whether it has ended."""
 
-    __slots__ = ("chunks", "ended")
+    __slots__ = ("chunks", "ended", "_held")
 
     def __init__(self) -> None:
         self.chunks: deque = deque()
         self.ended = False
+        self._held = 0
 
     def append(self, data: bytes) -> None:
         self.chunks.append(data)
+        self._held += len(data)
 
     def end(self) -> None:
         self.ended = True
@@ -45,10 +59,23 @@ class StreamBuffer:
     def has_data(self) -> bool:
         return bool(self.chunks)
 
+    def held(self) -> int:
+        """Bytes buffered and not yet consumed."""
+        return self._held
+
     def take(self) -> bytes:
         """Everything buffered, consumed."""
         data = b"".join(self.chunks)
         self.chunks.clear()
+        self._held = 0
+        return data
+
+    def next_chunk(self) -> bytes:
+        """The oldest chunk, consumed (b"" if none)."""
+        if not self.chunks:
+            return b""
+        data = self.chunks.popleft()
+        self._held -= len(data)
         return data
 
 
@@ -75,6 +102,8 @@ class CommandStreams:
         #: follow our close: sshd drops the connection).
         self.auto_finish = True
         self._eof_sent = False
+        #: Bytes of each stream dropped unread (:data:`UNREAD_LIMIT`).
+        self.dropped = [0, 0]
 
     @property
     def at_eof(self) -> bool:
@@ -83,17 +112,19 @@ class CommandStreams:
 
     # -- reading -------------------------------------------------------------------------
 
-    def read_some(self, stream: int, enough: bool = False) -> bool:
+    def read_some(self, stream: int, enough: bool = False, limited: bool = False) -> bool:
         """Move what libssh2 holds for ``stream`` into its buffer without waiting; True if
         anything came (with ``enough``, stop at the first chunk: see
-        :func:`pssh.core.channel_io.read_available`)."""
+        :func:`pssh.core.channel_io.read_available`). ``limited``: nobody is reading this
+        stream now, so beyond :data:`UNREAD_LIMIT` unread bytes its data is dropped."""
         buffer = self.buffers[stream]
         if buffer.ended:
             return False
         if self.closed:
             buffer.end()
             return True
-        progress, ended = read_available(self.channel, stream, buffer.append,
+        keep = buffer.append if not limited else self._keeper(stream)
+        progress, ended = read_available(self.channel, stream, keep,
                                          buffer.has_data if enough else None)
         if ended:
             buffer.end()
@@ -101,16 +132,38 @@ class CommandStreams:
             self.link.wake()
         return progress
 
+    def _keeper(self, stream: int):
+        """``append`` for a stream nobody reads now: kept up to :data:`UNREAD_LIMIT`
+        unread bytes, dropped and counted beyond."""
+        buffer = self.buffers[stream]
+
+        def keep(data: bytes) -> None:
+            if buffer.held() < UNREAD_LIMIT:
+                buffer.append(data)
+                return
+            if not self.dropped[stream]:
+                log.warning("%s:%s: more than %d MiB of %s unread while %s is read: dropping "
+                            "the rest of it (read both streams, or join with "
+                            "consume_output)", self.link.host, self.link.port,
+                            UNREAD_LIMIT >> 20, STREAM_NAMES[stream], STREAM_NAMES[1 - stream])
+            self.dropped[stream] += len(data)
+        return keep
+
     def pending(self) -> bool:
         """Whether libssh2 already holds data or EOF for the channel."""
         return not self.closed and data_pending(self.channel)
 
     def fill(self, stream: int, deadline: Optional[float]) -> Procedure[None]:
         """Read until ``stream`` has data or has ended, draining the other stream meanwhile;
-        Timeout once ``deadline`` has passed."""
+        Timeout once ``deadline`` has passed, even while output keeps coming (it bounds
+        the reader's iteration as a whole)."""
         buffer = self.buffers[stream]
+        self._check_deadline(deadline)
+        yield from self.link.turn()
         while not buffer.has_data() and not buffer.ended:
-            if self.read_some(stream, enough=True) or self.read_some(1 - stream):
+            if self.read_some(stream, enough=True) or self.read_some(1 - stream,
+                                                                      limited=True):
+                yield from self.link.turn()
                 continue
             if not self.pending():
                 yield from self._wait_for_output(deadline)
@@ -125,6 +178,8 @@ class CommandStreams:
         """Read until either stream has data, or both have ended; Timeout once ``deadline``
         has passed."""
         out, err = self.buffers
+        self._check_deadline(deadline)
+        yield from self.link.turn()
         while not (out.has_data() or err.has_data()) and not self.at_eof:
             if self.read_some(0, enough=True) | self.read_some(1, enough=True):
                 continue
@@ -132,6 +187,11 @@ class CommandStreams:
                 yield from self._wait_for_output(deadline)
         if self.at_eof and self.auto_finish:
             yield from self.finish()
+
+    def _check_deadline(self, deadline: Optional[float]) -> None:
+        if deadline is not None and remaining(deadline) == 0:
+            raise exc.Timeout.at(self.link.host, self.link.port,
+                                 "output not read to its end within the read timeout")
 
     def _wait_for_output(self, deadline: Optional[float]) -> Procedure[None]:
         """Wait once for the server; Timeout if ``deadline`` has passed."""
@@ -162,6 +222,9 @@ class CommandStreams:
             progress = self.read_some(0) | self.read_some(1)
             if consume:
                 self.discard()
+            if progress:
+                self._check_deadline(deadline)
+                yield from self.link.turn()
             if not progress and not self.at_eof and not self.pending():
                 left = remaining(deadline)
                 if left == 0:
@@ -204,6 +267,10 @@ class CommandStreams:
                                 (language or b"").decode(errors="replace"))
         # A command killed by a signal has no exit status (libssh2 would say 0).
         self.exit_code = None if self.exit_signal else self.channel.get_exit_status()
+        for stream, size in enumerate(self.dropped):
+            if size:
+                log.warning("%s:%s: %d bytes of %s were dropped unread", self.link.host,
+                            self.link.port, size, STREAM_NAMES[stream])
 
     def close(self, timeout=UNSET) -> Procedure[None]:
         """Stop the command's output here: keep what was read, close the channel."""
@@ -246,4 +313,4 @@ class CommandStreams:
             yield from self.link.call(self.channel.send_eof, what="ending stdin")
 
 
-__all__ = ["CommandStreams", "ExitSignal", "StreamBuffer"]
+__all__ = ["CommandStreams", "ExitSignal", "STREAM_NAMES", "StreamBuffer", "UNREAD_LIMIT"]

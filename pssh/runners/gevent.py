@@ -21,6 +21,8 @@ from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, Sock
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
 
 _READ, _WRITE = 1, 2  # libev event bits
+#: Seconds: the shortest timer, for a turn of the loop (timers and sockets included).
+TURN = 1e-6
 
 
 class _Waiters:
@@ -132,7 +134,11 @@ class GeventRunner:
                         request.deadline, None)
 
     def _sleep(self, request: Sleep) -> bool:
-        gevent.sleep(request.seconds)
+        # Sleep(0) is a turn of the loop (pssh.core.link.Link.turn): gevent.sleep(0) only
+        # queues a callback, and the hub runs callbacks added while it runs them without
+        # polling, so timers and sockets could wait for ever. A timer, however short, is
+        # taken after the loop has polled.
+        gevent.sleep(request.seconds or TURN)
         return True
 
     def _wait_for(self, request: WaitFor) -> bool:
@@ -191,4 +197,4 @@ _HANDLERS = {
 #: The runner of code that has no reason for another (default resolver and sockets).
 RUNNER = GeventRunner()
 
-__all__ = ["GeventRunner", "RUNNER", "default_connect", "default_resolve"]
+__all__ = ["GeventRunner", "RUNNER", "TURN", "default_connect", "default_resolve"]
