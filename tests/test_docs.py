@@ -41,6 +41,8 @@ def world(tmp_path_factory):
             f"Host {name}\n    HostName {group.hosts[i]}\n" for name, i in NAMES.items())
             + f"Host *\n    Port {group.port}\n    IdentityFile {ssh / 'id_ed25519'}\n"
               f"    IdentitiesOnly yes\n    UserKnownHostsFile {ssh / 'known_hosts'}\n")
+        # The hosts' keys, as a user has them (pssh.aio, as asyncssh, records none itself).
+        (ssh / "known_hosts").write_text("".join(s.known_hosts_lines() for s in group))
         yield group, home
 
 

@@ -7,6 +7,8 @@ from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
 from pssh.sshd import OpenSSHServer
 
+from conftest import trusting
+
 
 def keygen(*args):
     subprocess.run(["ssh-keygen", "-q", *args], check=True, capture_output=True)
@@ -77,7 +79,8 @@ def test_asyncio_front_end_uses_the_certificate_too(ca_server, tmp_path):
 
     async def main():
         async with aio.connect(server.address, port=server.port, username=server.user,
-                               client_keys=[key], known_hosts=str(tmp_path / "kh"),
+                               client_keys=[key],
+                               known_hosts=trusting(tmp_path / "kh", server),
                                agent_path=None, ssh_config=False) as conn:
             return (await conn.run("echo by certificate")).stdout
     assert asyncio.run(main()) == "by certificate\n"

@@ -112,7 +112,8 @@ def test_no_credential_is_shown_in_a_repr():
                              private_key=secrets["pkey"], proxy_password="jp-3-secret",
                              proxy_pkey=secrets["proxy_pkey"])),
              repr(SSHClientConnectionOptions(username="deploy", password="pw-1-secret",
-                                             passphrase="pp-2-secret"))]
+                                             passphrase="pp-2-secret",
+                                             client_keys=[b"KEY-4-SECRET"]))]
     for text in shown:
         assert "deploy" in text
         assert "SECRET" not in text.upper(), text

@@ -56,8 +56,9 @@ class SSHClientConnectionOptions:
             self._values[name] = value
 
     def __repr__(self) -> str:
+        # Credentials are never shown (keys may be given as their bytes).
         shown = ", ".join(f"{k}={v!r}" for k, v in self._values.items()
-                          if k not in ("password", "passphrase"))
+                          if k not in ("password", "passphrase", "client_keys", "_settings"))
         return f"SSHClientConnectionOptions({shown})"
 
     # -- what is not a setting -------------------------------------------------------------
