@@ -39,6 +39,7 @@ from pssh.core.link import Link
 from pssh.core.waits import pause
 from pssh.core.deadlines import deadline_after
 from pssh.core.keys import inspect_key_file
+from pssh.core.tree import Refused, checked_name, refused_message
 from pssh.options import ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
 from pssh.runners.gevent import GeventRunner
@@ -684,6 +685,36 @@ class BaseSSHClient(PollMixIn):
 
     def _scp_send_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
         raise NotImplementedError
+
+    def _copy_remote_dir(self, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
+                         sftp, encoding: str = "utf-8") -> None:
+        """parallel-ssh's step: ``copy_remote_file`` of every name in ``file_list`` (the
+        recursive copies themselves walk with :mod:`pssh.core.tree`). A name that is not
+        one path component is refused, as the core's walk refuses it."""
+        self._fetch_names(self.copy_remote_file, file_list, remote_dir, local_dir, sftp,
+                          encoding, exc.SFTPIOError)
+
+    def _scp_recv_dir(self, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
+                      sftp, encoding: str = "utf-8") -> None:
+        """As :meth:`_copy_remote_dir`, with ``scp_recv``."""
+        self._fetch_names(self.scp_recv, file_list, remote_dir, local_dir, sftp, encoding,
+                          exc.SCPError)
+
+    def _fetch_names(self, fetch, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
+                     sftp, encoding: str, error) -> None:
+        refused = []
+        for raw in file_list:
+            if raw in (b".", b".."):
+                continue
+            name, problem = checked_name(raw, encoding)
+            if problem is not None:
+                refused.append(Refused(f"{remote_dir}/{name}", problem))
+                continue
+            fetch("/".join([remote_dir, name]), os.path.join(local_dir, name), recurse=True,
+                  sftp=sftp, encoding=encoding)
+        if refused:
+            raise error("%s:%s: copying %s: %s", self.host, self.port, remote_dir,
+                        refused_message(refused), host=self.host, port=self.port)
 
     @staticmethod
     def _make_local_dir(dirpath: str) -> None:
