@@ -27,12 +27,11 @@ from pssh.aio.process import ChannelStreams, SSHClientProcess, SSHCompletedProce
 from pssh.core.cancel import new_marker, with_marker
 from pssh.core import commands as core_commands
 from pssh.core.auth import DEFAULT_IDENTITIES, Credentials, KeyErrors, LoginMethods, login
-from pssh.core.connect import Destination
-from pssh.core.establish import Dialer, agent_path_of, forward_agent
-from pssh.core.handshake import Attempt, check_host_key, start_session
-from pssh.core.keepalive import start_keepalive
+from pssh.core.establish import agent_path_of, establish, open_session, start_services
+from pssh.core.handshake import Attempt, check_host_key
+from pssh.core.jump import JumpChain
 from pssh.core.link import Link
-from pssh.core.deadlines import UNSET, deadline_after, remaining
+from pssh.core.deadlines import UNSET, remaining
 from pssh.runners.asyncio import RUNNER
 from ssh2 import exceptions as ssh2_exc
 from ssh2.session import Session
@@ -100,39 +99,40 @@ async def _connect(host: str, port: Optional[int], opts: SSHClientConnectionOpti
 
 async def _connect_resolved(host: str, resolved, opts: SSHClientConnectionOptions, tunnel,
                             client_factory) -> "SSHClientConnection":
+    """The core's composition (:func:`pssh.core.establish.open_session`, then asyncssh's
+    login with the client's callbacks, then :func:`~pssh.core.establish.start_services`)."""
     limit = resolved.connect_timeout
-    login_deadline = None
-    via = tunnel
-    if via is None and resolved.jump_hops:
-        via = await _jump_chain(resolved, opts)
-    dest = Destination.of(host, resolved)
     attempt = Attempt(limit)
-    dial = Dialer(dest, via._link if via is not None else None, attempt)
-    link = None
+    chain = None
+    via = tunnel._link if tunnel is not None else None
+    made = []   # the connection, once the session is up (connection_made comes first)
     client = None
     try:
-        sock = await RUNNER.run(dial(1))
-        # asyncssh's login_timeout runs from the TCP connection to the end of the login:
-        # the handshake is in it (a server that never sends its banner included).
-        login_deadline = deadline_after(opts.login_timeout)
-        attempt.cap_at(login_deadline)
+        if via is None and resolved.jump_hops:
+            chain = JumpChain()
+            via = await _jump_chain(chain, resolved, opts)
         client = client_factory() if client_factory is not None else None
-        link = await RUNNER.run(start_session(dest, resolved, sock, Session, attempt,
-                                              dial=dial))
-        if dial.tunnel is not None:
-            link.tasks.append(dial.tunnel)
-        conn = SSHClientConnection(host, resolved, link, client, opts)
-        if via is not None and tunnel is None:
-            conn._jump = via
+
+        def started(link: Link) -> None:
+            made.append(SSHClientConnection(host, resolved, link, client, opts))
+
+        def verify(link: Link) -> None:
+            made[0]._verify_host_key(resolved.options)
+
+        await RUNNER.run(open_session(host, resolved, Session, via, attempt,
+                                      login_timeout=opts.login_timeout, started=started,
+                                      verify=verify))
+        conn = made[0]
+        conn._jumps = chain
         await conn._start(attempt)
     except BaseException as err:
-        if link is not None:
-            link.close()
-        elif dial.tunnel is not None:
-            dial.tunnel.cancel()
+        if made:
+            made[0]._link.close()
+        if chain is not None:
+            chain.close()
         if client is not None:
             client.connection_lost(err if isinstance(err, Exception) else None)
-        raise _connect_error(err, host, resolved.port, limit, login_deadline) from err
+        raise _connect_error(err, host, resolved.port, limit, attempt.cap) from err
     return conn
 
 
@@ -155,24 +155,45 @@ def _connect_error(err: BaseException, host: str, port: int, limit: float,
     return err
 
 
-async def _jump_chain(resolved, opts: SSHClientConnectionOptions) -> "SSHClientConnection":
-    """The connection of the last jump host (ssh_config's ProxyJump or ``tunnel="..."``),
-    each hop through the one before; made for this connection and closed with it."""
+async def _jump_chain(chain: JumpChain, resolved, opts: SSHClientConnectionOptions) -> Link:
+    """The link of the last jump host (ssh_config's ProxyJump or ``tunnel="..."``), each hop
+    reached through the one before and logged in by the core's sequence
+    (:func:`~pssh.core.establish.establish`), with the hop's own settings: its user, its
+    ssh config entry, the keys given; never the target's password."""
     # "none": the hops themselves are reached directly (asyncssh's name for ProxyJump).
-    # The target's password is the target's: a hop never learns it.
-    hop_options = SSHClientConnectionOptions(opts, tunnel="none", password=None)
-    hop_settings = resolved.jump_options()
-    via = None
-    for user, hop, hop_port in resolved.jump_hops:
-        try:
-            via = await connect(hop, hop_port, options=hop_options, tunnel=via,
-                                username=user or resolved.user,
-                                _settings=hop_settings)
-        except Exception as err:
-            raise exc.ProxyError("%s:%s: jump host %s failed: %s", resolved.hostname,
-                                 resolved.port, hop, err, host=resolved.hostname,
-                                 port=resolved.port) from err
-    return via
+    hop_options = SSHClientConnectionOptions(opts, tunnel="none", password=None,
+                                             _settings=resolved.jump_options())
+
+    def make(hop, via):
+        user, name, port = hop
+        options = SSHClientConnectionOptions(hop_options, username=user or resolved.user)
+        hop_resolved = options.resolve(name, port)
+        return establish(name, hop_resolved, credentials(hop_resolved, options), Session, via)
+
+    try:
+        return await RUNNER.run(chain.chain(resolved.jump_hops, make))
+    except Exception as err:
+        route = ", ".join(f"{h}:{p}" if p else h for _, h, p in resolved.jump_hops)
+        raise exc.ProxyError("%s:%s: jump host %s failed: %s", resolved.hostname,
+                             resolved.port, route, err, host=resolved.hostname,
+                             port=resolved.port) from err
+
+
+def credentials(resolved, opts: SSHClientConnectionOptions,
+                with_password: bool = True) -> Credentials:
+    """asyncssh's login: ``client_keys`` given, those only (then the password); else the
+    agent and the identity files; the password, never a key's passphrase."""
+    options = resolved.options
+    keys = opts.client_keys
+    return Credentials(
+        resolved.user, keys=tuple(keys) if keys is not None else (),
+        password=options.password if with_password else None,
+        passphrase=options.passphrase or "",
+        allow_agent=keys is None and opts.agent_path is not None
+        and bool(agent_path_of(opts.agent_path or None)),
+        agent_path=opts.agent_path or None, identity_auth=keys is None,
+        identities=resolved.identity_files or DEFAULT_IDENTITIES,
+        keyboard_interactive=bool(options.keyboard_interactive), cert_file=resolved.cert_file)
 
 
 class SSHClientConnection:
@@ -190,7 +211,7 @@ class SSHClientConnection:
         link.lost_error = lost_error
         link.on_close.append(self.close)  # a lost server closes the connection too
         self._closed = asyncio.Event()
-        self._jump: Optional["SSHClientConnection"] = None  # a ProxyJump hop of its own
+        self._jumps: Optional[JumpChain] = None  # ProxyJump hops of its own
         self._cleanups: set = set()  # tasks stopping remote commands
         self._peername = _address(link.sock.getpeername)
         self._sockname = _address(link.sock.getsockname)
@@ -222,18 +243,14 @@ class SSHClientConnection:
     # -- connecting --------------------------------------------------------------------
 
     async def _start(self, attempt: Attempt) -> None:
-        options = self._resolved.options
-        self._verify_host_key(options)
+        """After :func:`~pssh.core.establish.open_session`: the login, then the core's
+        :func:`~pssh.core.establish.start_services`."""
         if self._client is not None:
             self._client.begin_auth(self.username)
         await self._login(attempt)
         if self._client is not None:
             self._client.auth_completed()
-        if options.keepalive_seconds:
-            await RUNNER.run(start_keepalive(self._link, options.keepalive_seconds,
-                                             options.keepalive_count_max or 0))
-        if options.forward_ssh_agent:
-            self._link.agent = forward_agent(self._link, self._opts.agent_path)
+        await RUNNER.run(start_services(self._link, self._resolved, self._opts.agent_path))
 
     def _verify_host_key(self, options) -> None:
         """known_hosts under the policy; an unknown host goes to the client's
@@ -252,20 +269,7 @@ class SSHClientConnection:
             raise HostKeyNotVerifiable(err.reason, host=self.host, port=self.port) from err
 
     def _credentials(self, with_password: bool = True) -> Credentials:
-        """asyncssh's login: ``client_keys`` given, those only (then the password); else
-        the agent and the identity files; the password, never a key's passphrase."""
-        options, opts = self._resolved.options, self._opts
-        keys = opts.client_keys
-        cert = self._resolved.cert_file
-        return Credentials(
-            self.username, keys=tuple(keys) if keys is not None else (),
-            password=options.password if with_password else None,
-            passphrase=options.passphrase or "",
-            allow_agent=keys is None and opts.agent_path is not None
-            and bool(agent_path_of(opts.agent_path or None)),
-            agent_path=opts.agent_path or None, identity_auth=keys is None,
-            identities=self._resolved.identity_files or DEFAULT_IDENTITIES,
-            keyboard_interactive=bool(options.keyboard_interactive), cert_file=cert)
+        return credentials(self._resolved, self._opts, with_password)
 
     def _login_methods(self, attempt: Attempt, creds: Credentials) -> LoginMethods:
         return LoginMethods(self._link, creds, attempt, KEY_ERRORS)
@@ -535,8 +539,8 @@ class SSHClientConnection:
             return
         self.session = None
         self._link.close()  # keepalives, agent forwarding and a jump tunnel stop with it
-        if self._jump is not None:
-            self._jump.close()
+        if self._jumps is not None:
+            self._jumps.close()
         self._closed.set()
         if self._client is not None:
             self._client.connection_lost(error or self._link.lost)
