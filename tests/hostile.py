@@ -80,6 +80,11 @@ class HostileServer:
         async def stop():
             self._server.close()
             await self._server.wait_closed()
+            # Requests it never answered (stall_sftp) end with it.
+            pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in pending:
+                task.cancel()
+            await asyncio.gather(*pending, return_exceptions=True)
         asyncio.run_coroutine_threadsafe(stop(), self._loop).result(10)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(10)

@@ -65,6 +65,15 @@ def _asyncssh_error(conn, what: str, err: exc.PSSHError) -> BaseException:
     return cls(err.reason, host=conn.host, port=conn.port)
 
 
+def _per_file(handler: Progress, source: str, destination: str
+              ) -> Optional[Callable[[int, int], None]]:
+    """The core's ``progress(done, total)`` of one file, as asyncssh's ``progress_handler``
+    (source and destination paths as bytes)."""
+    if handler is None:
+        return None
+    return lambda done, total: handler(source.encode(), destination.encode(), done, total)
+
+
 async def start_sftp_client(conn) -> "SFTPClient":
     try:
         sftp = await conn._run(core_sftp.start(conn._link))
@@ -155,11 +164,8 @@ class SFTPClient:
         link = self._conn._link
 
         def fetch(remote: str, local: str):
-            progress = None
-            if progress_handler is not None:
-                def progress(done: int, total: int) -> None:
-                    progress_handler(remote.encode(), local.encode(), done, total)
-            return core_sftp.download(link, self._sftp, remote, local, progress, modes=modes)
+            return core_sftp.download(link, self._sftp, remote, local,
+                                      _per_file(progress_handler, remote, local), modes=modes)
 
         if recurse and (await self.stat(remotepath)).type == _TYPES[stat.S_IFDIR]:
             refused = await self._run(core_tree.download(link, self._sftp, remotepath,
@@ -188,11 +194,8 @@ class SFTPClient:
         link = self._conn._link
 
         def send(local: str, remote: str):
-            progress = None
-            if progress_handler is not None:
-                def progress(done: int, total: int) -> None:
-                    progress_handler(local.encode(), remote.encode(), done, total)
-            return core_sftp.upload(link, self._sftp, local, remote, progress)
+            return core_sftp.upload(link, self._sftp, local, remote,
+                                    _per_file(progress_handler, local, remote))
 
         if recurse and os.path.isdir(localpath):
             await self._run(core_tree.upload(link, self._sftp, localpath, remotepath, send),
