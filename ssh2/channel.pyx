@@ -23,6 +23,20 @@ LIBSSH2_CHANNEL_PACKET_DEFAULT = c.LIBSSH2_CHANNEL_PACKET_DEFAULT
 cdef enum:
     READ_SIZE = 65536
 
+# Whether an exit status arrived: only our patched libssh2 can say (-1: cannot tell).
+cdef extern from *:
+    """
+    #ifndef PSSH2_PATCHED_LIBSSH2
+    #define PSSH2_PATCHED_LIBSSH2 0
+    #endif
+    #if PSSH2_PATCHED_LIBSSH2
+    #define pssh2_exit_status_received(channel) libssh2_channel_exit_status_received(channel)
+    #else
+    #define pssh2_exit_status_received(channel) (-1)
+    #endif
+    """
+    int pssh2_exit_status_received(c.LIBSSH2_CHANNEL *channel) nogil
+
 
 cdef Channel PyChannel(c.LIBSSH2_CHANNEL *channel, Session session, object owner=None):
     """A Channel object for ``channel``; with ``owner``, the channel belongs to that
@@ -362,6 +376,13 @@ cdef class Channel(SessionChild):
         """The command's exit status (0 until the server has sent it)."""
         cdef c.LIBSSH2_CHANNEL *ch = self._ptr()
         return c.libssh2_channel_get_exit_status(ch)
+
+    def exit_status_received(self):
+        """Whether the server has sent the command's exit status, which
+        :meth:`get_exit_status` gives as 0 until it has: True or False; None where this
+        libssh2 cannot tell (a system libssh2, without build_support/patches)."""
+        cdef int received = pssh2_exit_status_received(self._ptr())
+        return None if received < 0 else bool(received)
 
     def get_exit_signal(self):
         """``(rc, signal, errmsg, langtag)``; ``signal`` is e.g. b'TERM' or None."""

@@ -48,14 +48,16 @@ SCPHandler = Callable[[asyncssh.SSHServerProcess], Awaitable[None]]
 class HostileServer:
     """An SSH server on ``address`` whose SFTP tree is ``tree`` (path as the client asks for
     it -> :class:`File` or :class:`Dir`); any key or password logs in. ``scp``: the
-    handler of ``scp`` commands. ``stall_sftp``: SFTP requests are never answered."""
+    handler of ``scp`` commands, ``command`` of any other command. ``stall_sftp``: SFTP requests are never answered."""
 
     def __init__(self, address: str, tree: Optional[Dict[str, object]] = None,
-                 scp: Optional[SCPHandler] = None, stall_sftp: bool = False) -> None:
+                 scp: Optional[SCPHandler] = None, stall_sftp: bool = False,
+                 command: Optional[SCPHandler] = None) -> None:
         self.address = address
         self.port = 0
         self.tree = dict(tree or {})
         self.scp = scp
+        self.command = command
         self.stall_sftp = stall_sftp
         #: The paths clients asked about, in order (stat, open, opendir).
         self.asked: List[str] = []
@@ -172,6 +174,8 @@ class HostileServer:
             outer.commands.append(proc.command or "")
             if proc.command and proc.command.startswith("scp ") and outer.scp is not None:
                 await outer.scp(proc)
+            elif outer.command is not None:
+                await outer.command(proc)
             else:
                 proc.exit(127)
 

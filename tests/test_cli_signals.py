@@ -142,7 +142,7 @@ def test_one_signal_stops_transfers_and_removes_their_partial_files(
         partial = lambda: [p for p in remote_dir.iterdir() if p.name.endswith(".part")]  # noqa
     else:
         (remote_dir / "payload.bin").write_bytes(payload.read_bytes())
-        hosts = [h.split(":")[0] for h in slow_hosts]
+        hosts = list(slow_hosts)   # host:port, each its own directory
         final = [fetched / host / "payload.bin" for host in hosts]
         args = [str(remote_dir / "payload.bin"), str(fetched)]
         partial = lambda: [p for host in hosts if (fetched / host).is_dir()  # noqa: E731

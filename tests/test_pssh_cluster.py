@@ -165,8 +165,8 @@ def test_command_line_on_a_local_dask_cluster(group, tmp_path):
          "echo out; exit 3"], capture_output=True, text=True, timeout=120, env=ENV)
     assert result.returncode == 1, result.stderr
     records = {r["host"]: r for r in map(json.loads, result.stdout.splitlines())}
-    assert set(records) == set(group.hosts) | {"127.0.0.1"}
+    assert set(records) == set(group.hosts) | {"127.0.0.1:1"}   # host:port: its port given
     assert all(records[h]["exit_code"] == 3 and records[h]["stdout"] == "out"
                for h in group.hosts)
-    assert "cannot connect" in records["127.0.0.1"]["error"]
+    assert "cannot connect" in records["127.0.0.1:1"]["error"]
     assert "distributed" not in result.stderr  # Dask's own logging stays quiet

@@ -17,14 +17,17 @@ MAX_PER_CALL = 16 * CHUNK
 
 
 def read_available(channel, stream: int, append: Callable[[bytes], None],
-                   enough: Optional[Callable[[], bool]] = None) -> Tuple[bool, bool]:
+                   enough: Optional[Callable[[], bool]] = None,
+                   most: Optional[int] = MAX_PER_CALL) -> Tuple[bool, bool]:
     """Hand what libssh2 holds for ``stream`` (0 stdout, 1 stderr) to ``append`` until it
     would block, or until ``enough()`` says so: each read lets the server send more, and a
-    fast server would otherwise fill memory faster than it is consumed.
+    fast server would otherwise fill memory faster than it is consumed. ``most``: bytes
+    moved at the most (None: all there is; for data being dropped, which must keep up
+    with a server that libssh2 lets send again on every read of the channel).
     Returns ``(progress, ended)``; the stream's end counts as progress."""
     progress = False
     moved = 0
-    while not (enough is not None and enough()) and moved < MAX_PER_CALL:
+    while not (enough is not None and enough()) and (most is None or moved < most):
         size, data = channel.read_ex(CHUNK, stream)
         if size > 0:
             append(data)

@@ -26,13 +26,18 @@ from collections import deque
 from typing import Optional, Tuple
 
 from pssh.core import errors as exc
-from pssh.core.channel_io import data_pending, read_available
+from pssh.core.channel_io import MAX_PER_CALL, data_pending, read_available
 from pssh.core.link import Link
 from pssh.core.deadlines import UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure
 from ssh2 import exceptions as ssh2_exc
 
 log = logging.getLogger("pssh.core.streams")
+
+#: Seconds a command whose output has ended is given to say how it ended (its exit status
+#: or signal) before we close its channel: sshd sends it when it has reaped the command,
+#: which can be after the output's end, and drops it if our close got there first.
+SETTLE_TIMEOUT = 2.0
 
 #: Bytes of one stream kept unread while the other stream is being read; beyond, dropped.
 UNREAD_LIMIT = 32 * 1024 * 1024
@@ -123,9 +128,13 @@ class CommandStreams:
         if self.closed:
             buffer.end()
             return True
-        keep = buffer.append if not limited else self._keeper(stream)
+        keep, most = buffer.append, MAX_PER_CALL
+        if limited:
+            # Drained to the end: libssh2 opens the window again on every read of the
+            # channel, whatever it has queued, so a stream nobody reads must keep up.
+            keep, most = self._keeper(stream), None
         progress, ended = read_available(self.channel, stream, keep,
-                                         buffer.has_data if enough else None)
+                                         buffer.has_data if enough else None, most)
         if ended:
             buffer.end()
         if progress:
@@ -247,26 +256,48 @@ class CommandStreams:
     def finish(self, timeout=UNSET) -> Procedure[None]:
         """Close the channel, wait for the server's close, keep the exit status
         (idempotent). A server that does not answer within ``timeout`` (the link's by
-        default) leaves the channel given up: no exit status."""
+        default) leaves the channel given up: no exit status.
+
+        ``exit_code`` is None when the command did not say how it ended: killed by a
+        signal (``exit_signal``), or closed before any exit status came. libssh2 says 0
+        for "none"; where it can tell the two apart (our patched build), a stopped
+        command never reads as a success."""
         if self.closed:
             return
         self.closed = True
+        channel = self.channel
         try:
+            if channel.eof() and channel.exit_status_received() is False:
+                yield from self._settle(timeout)
             # libssh2's close also waits for the server's close (wait_closed would
             # refuse a channel closed before the command's EOF).
-            yield from self.link.call(self.channel.close, timeout=timeout,
+            yield from self.link.call(channel.close, timeout=timeout,
                                       what="closing the channel")
         finally:
             for buffer in self.buffers:
                 if not buffer.ended:
                     buffer.end()
-        _, name, message, language = self.channel.get_exit_signal()
+        _, name, message, language = channel.get_exit_signal()
         if name:
             self.exit_signal = (name.decode(errors="replace"), False,
                                 (message or b"").decode(errors="replace"),
                                 (language or b"").decode(errors="replace"))
-        # A command killed by a signal has no exit status (libssh2 would say 0).
-        self.exit_code = None if self.exit_signal else self.channel.get_exit_status()
+        if self.exit_signal or channel.exit_status_received() is False:
+            self.exit_code = None
+        else:
+            self.exit_code = channel.get_exit_status()
+
+    def _settle(self, timeout) -> Procedure[None]:
+        """The output has ended and no exit status has come yet: wait, within
+        :data:`SETTLE_TIMEOUT`, for the server's close, which follows it."""
+        limit = SETTLE_TIMEOUT if timeout is UNSET or timeout is None \
+            else min(timeout, SETTLE_TIMEOUT)
+        try:
+            yield from self.link.call(self.channel.wait_closed, timeout=limit,
+                                      what="waiting for the exit status")
+        except exc.Timeout:
+            log.debug("%s: no exit status within %s s of the output's end", self.link.host,
+                      limit)
         for stream, size in enumerate(self.dropped):
             if size:
                 log.warning("%s:%s: %d bytes of %s were dropped unread", self.link.host,
