@@ -168,7 +168,8 @@ class TransferMixin:
                 raise ValueError(f"{remote_file} is a directory: pass recurse=True")
             return self._download_tree(
                 remote_file, local_file, sftp, encoding,
-                lambda remote, local: in_greenlet(self.sftp_get, sftp, remote, local),
+                lambda remote, local: in_greenlet(self.sftp_get, sftp, remote, local,
+                                                  callback=callback),
                 exc.SFTPIOError)
         self._make_local_dir(os.path.dirname(local_file))
         self.sftp_get(sftp, remote_file, local_file, callback=callback)
