@@ -186,10 +186,12 @@ class HostileServer:
         self.port = self._server.sockets[0].getsockname()[1]
 
 
-def scp_source(header: bytes, data: bytes, trailer: bytes = b"\0", exit_status: int = 0
-               ) -> SCPHandler:
+def scp_source(header: bytes, data: bytes, trailer: bytes = b"\0", exit_status: int = 0,
+               stall: bool = False) -> SCPHandler:
     """An ``scp -f`` that sends ``header`` (``C<mode> <size> <name>``), ``data`` and
-    ``trailer`` (``\\0``: complete; ``\\1...``: an error), then exits ``exit_status``."""
+    ``trailer`` (``\\0``: complete; ``\\1...``: an error), then exits ``exit_status``.
+    ``stall``: after ``data`` it sends nothing more and never exits (the connection stays
+    up and answers keepalives)."""
     async def serve(proc: asyncssh.SSHServerProcess) -> None:
         await proc.stdin.readexactly(1)                   # the sink is ready
         if " -pf " in f" {proc.command} " or proc.command.startswith("scp -pf"):
@@ -197,6 +199,9 @@ def scp_source(header: bytes, data: bytes, trailer: bytes = b"\0", exit_status: 
             await proc.stdin.readexactly(1)
         proc.stdout.write(header.rstrip(b"\n") + b"\n")
         await proc.stdin.readexactly(1)
+        if stall:
+            proc.stdout.write(data)
+            await asyncio.Event().wait()
         proc.stdout.write(data + trailer)
         try:
             await asyncio.wait_for(proc.stdin.readexactly(1), 5)

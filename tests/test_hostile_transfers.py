@@ -235,6 +235,34 @@ def test_a_complete_scp_download_is_kept(key, tmp_path):
     assert (tmp_path / "data").read_bytes() == b"hello"
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("front_end", ["gevent", "aio"])
+def test_an_scp_download_that_stops_ends_after_the_stall_limit(front_end, key, tmp_path,
+                                                               monkeypatch):
+    """No timeout set, a server that sends half a file and then nothing (keepalives still
+    answered): the download ends after the stall limit (1 s here) instead of never, and
+    leaves no file behind."""
+    monkeypatch.setattr("pssh.core.sftp.STALL_TIMEOUT", 1.0)
+    source = scp_source(b"C0644 10 data", b"hello", stall=True)
+    with HostileServer(ADDRESS, scp=source) as server:
+        with pytest.raises(exc.Timeout) as info:
+            if front_end == "gevent":
+                with gevent_client(server, key, tmp_path) as client:
+                    client.timeout = client._link.timeout = None
+                    client.scp_recv("/data", str(tmp_path / "data"))
+            else:
+                async def main():
+                    async with pssh.aio.connect(
+                            server.address, server.port, client_keys=[key],
+                            known_hosts=str(tmp_path / "known_hosts"), agent_path=None,
+                            ssh_config=False) as conn:
+                        await pssh.aio.scp((conn, "/data"), str(tmp_path / "data"))
+                (tmp_path / "known_hosts").write_text(server.known_hosts_line())
+                asyncio.run(main())
+    assert ADDRESS in str(info.value)
+    assert list(tmp_path.iterdir()) == [tmp_path / "known_hosts"]   # nothing, not even a .part
+
+
 # -- a server that stops answering SFTP ----------------------------------------------------------
 
 STALLS = {"download": ("read",), "upload": ("write",), "listing": True}

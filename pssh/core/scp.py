@@ -9,12 +9,17 @@ the file) and the remote ``scp`` exits 0 once we acknowledged it. An upload writ
 directly (``scp -t`` has no temporary name) with the local mode (OpenSSH's
 ``scp -t`` keeps the upload time, not the local one); a failed upload is
 removed again over SFTP when the connection still allows.
+
+Each wait for the server is bounded by the link's timeout, else by the stall limit of
+SFTP (:func:`pssh.core.sftp.limit`): a server that answers keepalives but stops sending
+a file must not hold the call for ever.
 """
 from __future__ import annotations
 
 import logging
 import os
 import stat as _stat
+from typing import Optional
 
 from pssh.core import errors as exc
 from pssh.core import sftp as core_sftp
@@ -43,8 +48,9 @@ def _close(link: Link, channel) -> Procedure[None]:
 def download(link: Link, remote: str, local: str, modes: str = PERMISSIONS) -> Procedure[int]:
     """Copy ``remote`` to ``local`` over SCP; returns the bytes copied. ``modes``: how the
     local mode follows the remote one (:func:`~pssh.core.partial_files.local_mode`)."""
+    stall = core_sftp.limit(link)
     try:
-        channel, info = yield from link.exclusive(link.session.scp_recv2, remote,
+        channel, info = yield from link.exclusive(link.session.scp_recv2, remote, timeout=stall,
                                                   what="starting an SCP download")
     except (exc.Timeout, exc.ConnectionError):
         raise
@@ -63,7 +69,7 @@ def download(link: Link, remote: str, local: str, modes: str = PERMISSIONS) -> P
                                        + exc.cause_format(err), remote, link.host, err,
                                        host=link.host, port=link.port) from err
                 if size == LIBSSH2_ERROR_EAGAIN:
-                    yield from link.wait(link.timeout, f"downloading {remote}")
+                    yield from link.wait(stall, f"downloading {remote}")
                 elif size == 0:
                     raise exc.SCPError("SCP download of %s from host %s ended %s bytes early",
                                        remote, link.host, left, host=link.host, port=link.port)
@@ -72,7 +78,7 @@ def download(link: Link, remote: str, local: str, modes: str = PERMISSIONS) -> P
                     fh.write(data)
                     left -= size
         try:
-            yield from _completed(link, channel, remote)
+            yield from _completed(link, channel, remote, stall)
         except ssh2_exc.SSH2Error as err:
             raise exc.SCPError("error copying file %s from host %s: " + exc.cause_format(err),
                                remote, link.host, err, host=link.host, port=link.port) from err
@@ -85,15 +91,15 @@ def download(link: Link, remote: str, local: str, modes: str = PERMISSIONS) -> P
     return info.st_size
 
 
-def _completed(link: Link, channel, remote: str) -> Procedure[None]:
+def _completed(link: Link, channel, remote: str, stall: Optional[float]) -> Procedure[None]:
     """After a file's bytes: the source's status (0, or 1/2 and an error line), our
     acknowledgement, and the remote scp's exit status. :class:`~pssh.exceptions.SCPError`
-    unless all say the copy is complete."""
+    unless all say the copy is complete. Each wait for the server is bounded by ``stall``."""
     status = b""
     while not status.endswith(b"\n") and len(status) < STATUS_LINE_MAX:
         size, data = channel.read(1 if not status else STATUS_LINE_MAX - len(status))
         if size == LIBSSH2_ERROR_EAGAIN:
-            yield from link.wait(link.timeout, f"the end of the SCP download of {remote}")
+            yield from link.wait(stall, f"the end of the SCP download of {remote}")
             continue
         if size <= 0:
             break
@@ -106,11 +112,11 @@ def _completed(link: Link, channel, remote: str) -> Procedure[None]:
         raise exc.SCPError("SCP download of %s from host %s failed: the server said %r after "
                            "the file's bytes", remote, link.host, said[:200],
                            host=link.host, port=link.port)
-    yield from link.write(channel.write, b"\0", what=f"acknowledging {remote}")
+    yield from link.write(channel.write, b"\0", timeout=stall, what=f"acknowledging {remote}")
     # The server's close, not ours, ends it: its exit status comes before its close, and
     # a close of ours that got there first would make it drop the status.
     for step in (channel.send_eof, channel.wait_eof, channel.wait_closed):
-        yield from link.call(step, what=f"ending the SCP download of {remote}")
+        yield from link.call(step, timeout=stall, what=f"ending the SCP download of {remote}")
     code = channel.get_exit_status()
     if code:
         raise exc.SCPError("SCP download of %s from host %s failed: the remote scp exited %s",
@@ -122,10 +128,11 @@ def upload(link: Link, local: str, remote: str) -> Procedure[int]:
     cannot be read is its ``OSError`` (as parallel-ssh's)."""
     with open(local, "rb") as fh:
         st = os.fstat(fh.fileno())
+        stall = core_sftp.limit(link)
         try:
             channel = yield from link.exclusive(
                 link.session.scp_send64, remote, _stat.S_IMODE(st.st_mode), st.st_size,
-                int(st.st_mtime), int(st.st_atime), what="starting an SCP upload")
+                int(st.st_mtime), int(st.st_atime), timeout=stall, what="starting an SCP upload")
         except (exc.Timeout, exc.ConnectionError):
             raise
         except Exception as err:
@@ -135,11 +142,12 @@ def upload(link: Link, local: str, remote: str) -> Procedure[int]:
         check = end_check(channel, "the SCP copy")
         try:
             while data := fh.read(CHUNK):
-                yield from link.write(channel.write, data, what=f"uploading {remote}",
-                                      check=check)
+                yield from link.write(channel.write, data, timeout=stall,
+                                      what=f"uploading {remote}", check=check)
             for step in (channel.send_eof, channel.wait_eof, channel.close,
                          channel.wait_closed):
-                yield from link.call(step, what=f"ending the SCP upload of {remote}")
+                yield from link.call(step, timeout=stall,
+                                     what=f"ending the SCP upload of {remote}")
         except BaseException as err:
             # SCP writes the real name (it cannot rename): remove what was written.
             yield from core_sftp.remove_partial(link, remote)
