@@ -105,17 +105,21 @@ def stop(link: Link, streams: CommandStreams, signal: str = "TERM",
     if streams.closed:
         return False
     deadline = deadline_after(timeout)
+    signalled = streams.marker is not None
     try:
         yield from link.call(streams.channel.signal, signal, timeout=remaining(deadline),
                              what="sending a signal")
+        signalled = True
     except ssh2_exc.SSH2Error as err:
         log.debug("%s: signal request failed: %s", link.host, err)
     grace = min(2.0, remaining(deadline) or 2.0)
     if streams.marker is not None:
         yield from run_to_end(link, kill_script(streams.marker, signal).encode(),
                               remaining(deadline))
+    if signalled:
         # The signalled processes die when next scheduled: wait for the command's end
-        # (and its exit signal) before closing.
+        # (and its exit signal) before closing, or a close of ours that gets there first
+        # makes the server drop how the command ended.
         try:
             yield from streams.wait_eof(grace, settle=True)
         except exc.Timeout:

@@ -1,0 +1,119 @@
+"""Stopping commands never reads as success: many hosts, many rounds, one core kept busy
+beside. Commands cancelled through the API, and runs stopped by SIGINT or SIGTERM in
+every mode of the command line, report how each command ended: the ones that ended on
+their own their own exit status, the stopped ones a signal, "no exit status" or
+"interrupted", never exit 0. And no command or worker is left running."""
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from pssh.clients import ParallelSSHClient
+from pssh.sshd import ServerGroup
+from processes import in_session, processes_with
+from test_cli_signals import EXIT, Pssh, conn, described, gone, wait_for
+
+HOSTS = 8
+ROUNDS = 4
+#: Hosts whose command ends on its own (exit status), before the stop: the first two.
+QUICK = {0: 0, 1: 3}
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(HOSTS, first_address=221) as g:
+        yield g
+
+
+@pytest.fixture(scope="module", autouse=True)
+def busy_core():
+    """A process that keeps one of the machine's cores busy for the whole module."""
+    burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield burner
+    finally:
+        burner.kill()
+        burner.wait()
+
+
+def commands(sleeper: str) -> list:
+    """Per host: the quick hosts exit on their own, the others run ``sleeper`` until
+    stopped. Every command says "started" first."""
+    return [f"echo started; exit {QUICK[i]}" if i in QUICK
+            else f"echo started; {sleeper}; echo never" for i in range(HOSTS)]
+
+
+def new_sleeper() -> str:
+    """A remote command found by its unique name on this machine (the hosts are local)."""
+    return f"sleep 300.{uuid.uuid4().int % 10**9}"
+
+
+@pytest.mark.parametrize("how", ["cancellable", "pty"])
+def test_cancelled_commands_never_read_as_success(group, tmp_path, how):
+    client = ParallelSSHClient(group.hosts, port=group.port, pkey=group.keys.private(),
+                               allow_agent=False, identity_auth=False,
+                               known_hosts=str(tmp_path / "known_hosts"), timeout=10)
+    try:
+        for _ in range(ROUNDS):
+            sleeper = new_sleeper()
+            output = client.run_command("%s", host_args=commands(sleeper),
+                                        cancellable=how == "cancellable",
+                                        use_pty=how == "pty")
+            assert [next(o.stdout).strip() for o in output] == ["started"] * HOSTS
+            wait_for(lambda: len(processes_with(sleeper)) >= HOSTS - len(QUICK),
+                     "every slow command running")
+            client.cancel(output)
+            client.join(output, timeout=30)
+            for i, host_out in enumerate(output):
+                if i in QUICK:
+                    # It may have been stopped while exiting: then it has no exit code.
+                    assert host_out.exit_code in (QUICK[i], None), host_out
+                else:
+                    assert host_out.exit_code is None, (
+                        f"{host_out.host}: a stopped command read as exit "
+                        f"{host_out.exit_code} (signal {host_out.exit_signal})")
+            assert gone(lambda: processes_with(sleeper)) == []
+    finally:
+        client.close()
+
+
+MODES = pytest.mark.parametrize("mode", [[], ["--processes", "2"]],
+                                ids=["one-process", "processes-2"])
+
+
+@MODES
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM],
+                         ids=["SIGINT", "SIGTERM"])
+def test_stopped_runs_never_write_success(group, tmp_path, mode, signum):
+    for round_number in range(ROUNDS):
+        sleeper = new_sleeper()
+        here = tmp_path / str(round_number)
+        here.mkdir()
+        out = here / "out"
+        script = ["case \"$SSH_CONNECTION\" in"]
+        for i, command in enumerate(commands(sleeper)):
+            script.append(f"  *' {group.hosts[i]} '*) {command} ;;")
+        script.append("esac")
+        pssh = Pssh(["run", "-H", " ".join(group.hosts), *conn(group, here), *mode,
+                     "--output-dir", str(out), "--", "\n".join(script)], here)
+        try:
+            wait_for(lambda: len([p for p in processes_with(sleeper) if p != pssh.pid])
+                     >= HOSTS - len(QUICK), "every slow command running")
+            wait_for(lambda: all((out / f"{group.hosts[i]}.status").exists() for i in QUICK),
+                     "the quick hosts' status files")
+            pssh.signal(signum, whole_group=False)
+            assert pssh.wait() == EXIT[signum], pssh.stderr()
+        finally:
+            pssh.kill()
+        for i, host in enumerate(group.hosts):
+            status = (out / f"{host}.status").read_text().strip()
+            if i in QUICK:
+                assert status == f"exit {QUICK[i]}", (host, status)
+            else:
+                assert status in ("error: interrupted", "error: killed by signal TERM",
+                                  "error: killed by signal INT", "error: no exit status"), \
+                    (host, status, pssh.stderr())
+        assert gone(lambda: processes_with(sleeper)) == []
+        assert described(gone(lambda: in_session(pssh.pid))) == []
