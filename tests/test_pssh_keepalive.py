@@ -49,14 +49,6 @@ def test_only_the_silent_host_fails(group, tmp_path):
     assert isinstance(output[1].exception, exc.ConnectionError)
 
 
-def test_an_idle_live_server_answers_the_probes(group, tmp_path):
-    client = SSHClient(group.hosts[0], keepalive_seconds=1, keepalive_count_max=2,
-                       **options(group, tmp_path))
-    gevent.sleep(4.5)  # several silent rounds, each probed and answered
-    assert client.session is not None
-    assert list(client.run_command("echo alive").stdout) == ["alive"]
-
-
 def test_server_alive_settings_from_ssh_config(group, tmp_path):
     config = tmp_path / "config"
     config.write_text("Host *\n  ServerAliveInterval 7\n  ServerAliveCountMax 5\n")

@@ -1,8 +1,9 @@
 """Deadlines shared by both front ends' drivers (nothing here imports an event loop)."""
 from __future__ import annotations
 
-import time
 from typing import Optional
+
+from pssh.core import clock
 
 
 class _Unset:
@@ -15,13 +16,14 @@ UNSET = _Unset()
 
 
 def deadline_after(timeout: Optional[float]) -> Optional[float]:
-    """The monotonic time ``timeout`` seconds from now (None: no deadline)."""
-    return None if timeout is None else time.monotonic() + timeout
+    """The time of :mod:`pssh.core.clock` ``timeout`` seconds from now (None: no
+    deadline)."""
+    return None if timeout is None else clock.now() + timeout
 
 
 def remaining(deadline: Optional[float]) -> Optional[float]:
     """Seconds left until ``deadline`` (never negative; None: no deadline)."""
-    return None if deadline is None else max(0.0, deadline - time.monotonic())
+    return None if deadline is None else max(0.0, deadline - clock.now())
 
 
 __all__ = ["UNSET", "deadline_after", "remaining"]

@@ -35,7 +35,7 @@ class Attempt:
         self.deadline = _earlier(deadline_after(self.limit), self.cap)
 
     def cap_at(self, cap: Optional[float]) -> None:
-        """No attempt, this one or a retry, ends after the monotonic time ``cap``
+        """No attempt, this one or a retry, ends after the time ``cap`` (:mod:`pssh.core.clock`)
         (asyncssh's ``login_timeout``: one limit for the handshake and the login)."""
         self.cap = cap
         self.deadline = _earlier(self.deadline, cap)

@@ -20,6 +20,7 @@ import logging
 from time import monotonic
 from typing import Any, Callable, List, Optional
 
+from pssh.core import clock
 from pssh.core import errors as exc
 from pssh.core.deadlines import UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure, SessionIO, Sleep, Turnstile
@@ -130,7 +131,7 @@ class Link:
         or the function called (named only if it comes to a timeout)."""
         if request is None:
             request = SessionIO(self, deadline_after(limit))
-        elif request.deadline is not None and monotonic() >= request.deadline:
+        elif request.deadline is not None and clock.now() >= request.deadline:
             raise self.timed_out(_what(what), limit)
         self._check_before_wait()
         return request

@@ -7,7 +7,7 @@ asyncio, :mod:`pssh.runners`) turns each request into its event loop's wait;
 nothing in the core waits by itself, imports an event loop, or sleeps.
 
 Sub-procedures compose with ``yield from``; a runner never sees them, only
-the requests. Deadlines are absolute ``time.monotonic()`` values (``None``:
+the requests. Deadlines are absolute times of :mod:`pssh.core.clock` (``None``:
 no limit), so one deadline bounds a whole phase however many waits it takes.
 
 Also here: :class:`Event`, a flag a procedure can wait for (:class:`WaitFor`)

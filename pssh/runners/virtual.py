@@ -1,0 +1,310 @@
+"""A runner on virtual time, for tests: sleeps and deadlines pass at once.
+
+:class:`VirtualRunner` drives core procedures (:mod:`pssh.core.waits`) in the
+calling thread with a loop of its own over :mod:`selectors`, and installs its
+:class:`VirtualClock` as the core's clock (:mod:`pssh.core.clock`) while it runs.
+Real sockets stay real: a server's bytes wake their procedure as they arrive. When
+every procedure has waited ``idle`` real seconds without anything arriving, the
+clock jumps to the next time something is due (a :class:`~pssh.core.waits.Sleep`'s
+end, a wait's deadline) and that happens at once, as trio's
+``MockClock(autojump_threshold=...)`` does. So a keepalive that declares a silent
+server lost after three 5 s intervals, a 30 s command deadline or a retry delay is a
+few milliseconds of real time, whatever the machine's load: the outcome depends on
+what the server sent, not on how fast the test ran.
+
+``idle`` is the real quiet that counts as "everyone waits": long enough for a live
+local server to answer (a login is many round trips). A server that is stopped or
+sends nothing is what a virtual-time test is about; a busy one answers within it.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import selectors
+import socket as _socket
+from collections import deque
+from typing import Any, Deque, Dict, List, Optional, Set, Tuple
+
+from pssh.core import clock as core_clock
+from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
+                             Task, Wait, WaitFor)
+from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
+
+#: Real seconds of quiet after which the clock jumps to the next due time.
+IDLE = 0.2
+
+
+class Cancelled(BaseException):
+    """Thrown into a background procedure whose :class:`~pssh.core.waits.Task` was
+    cancelled (as gevent's GreenletExit or asyncio's CancelledError would be)."""
+
+
+class VirtualClock:
+    """Seconds that pass only when :meth:`jump` says so."""
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = start
+
+    def now(self) -> float:
+        return self._now
+
+    def jump(self, to: float) -> None:
+        """Move the clock forward to ``to`` (never back)."""
+        self._now = max(self._now, to)
+
+
+class _Waiter:
+    """One parked procedure: what wakes it (a socket, an event, a wake of its link),
+    and when it gives up (``deadline``, answered False) or is done (``wake_at``)."""
+
+    __slots__ = ("task", "deadline", "on_time", "fd", "events", "undo")
+
+    def __init__(self, task: "_Running", deadline: Optional[float], on_time: bool) -> None:
+        self.task = task
+        self.deadline = deadline
+        #: The answer when the deadline comes: True for a sleep, False for any other wait.
+        self.on_time = on_time
+        self.fd: Optional[int] = None
+        self.events = 0
+        self.undo: List[Any] = []
+
+
+class _Running:
+    """A procedure being driven, and the :class:`Task` it answers to (None: the main one)."""
+
+    __slots__ = ("procedure", "task", "waiter", "result", "error", "ended")
+
+    def __init__(self, procedure: Procedure, task: Optional[Task]) -> None:
+        self.procedure = procedure
+        self.task = task
+        self.waiter: Optional[_Waiter] = None
+        self.result: Any = None
+        self.error: Optional[BaseException] = None
+        self.ended = False
+
+
+class _LinkWaiters:
+    """The waiters on one link, for :meth:`pssh.core.link.Link.wake`."""
+
+    __slots__ = ("runner", "waiters")
+
+    def __init__(self, runner: "VirtualRunner") -> None:
+        self.runner = runner
+        self.waiters: Set[_Waiter] = set()
+
+    def wake(self) -> None:
+        for waiter in tuple(self.waiters):
+            self.runner._resume(waiter, True)
+
+    def close(self) -> None:
+        self.wake()
+
+
+class VirtualRunner:
+    """Drives core procedures on a :class:`VirtualClock` (see the module's text)."""
+
+    def __init__(self, idle: float = IDLE, clock: Optional[VirtualClock] = None) -> None:
+        self.idle = idle
+        self.clock = clock or VirtualClock()
+        self._ready: Deque[Tuple[_Running, Any, Optional[BaseException]]] = deque()
+        self._timers: List[Tuple[float, int, _Waiter]] = []
+        self._order = itertools.count()
+        self._selector: Optional[selectors.BaseSelector] = None
+        self._by_fd: Dict[int, Set[_Waiter]] = {}
+        self._spawned: List[Task] = []
+
+    def run(self, procedure: Procedure) -> Any:
+        """Drive ``procedure`` (and what it spawns) to its end; its result, or its
+        exception. Background procedures still running then are closed."""
+        main = _Running(procedure, None)
+        self._ready.append((main, None, None))
+        self._selector = selectors.DefaultSelector()
+        self._spawned = []
+        try:
+            with core_clock.using(self.clock.now):
+                while True:
+                    while self._ready:
+                        self._step(*self._ready.popleft())
+                    if main.ended:
+                        break
+                    self._wait()
+                for task in self._spawned:
+                    task.cancel()
+                while self._ready:
+                    self._step(*self._ready.popleft())
+        finally:
+            self._selector.close()
+            self._selector = None
+            self._timers.clear()
+            self._by_fd.clear()
+        if main.error is not None:
+            raise main.error
+        return main.result
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def _wait(self) -> None:
+        """Wait for a socket for real, up to ``idle``; if nothing came, jump the clock to
+        the next due time and answer what is due."""
+        due = self._timers[0][0] if self._timers else None
+        if due is not None and due <= self.clock.now():
+            quiet = 0.0
+        else:
+            quiet = self.idle
+        events = self._selector.select(quiet) if self._by_fd else self._nothing(quiet)
+        for key, mask in events:
+            for waiter in tuple(self._by_fd.get(key.fd, ())):
+                if waiter.events & mask:
+                    self._resume(waiter, True)
+        if not events and not self._ready and due is not None:
+            self.clock.jump(due)
+            while self._timers and self._timers[0][0] <= self.clock.now():
+                _, _, waiter = heapq.heappop(self._timers)
+                self._resume(waiter, waiter.on_time)
+
+    def _nothing(self, quiet: float) -> list:
+        if quiet and not self._ready and not self._timers:
+            raise RuntimeError("every procedure waits for something that cannot come")
+        return []
+
+    def _step(self, running: _Running, value: Any, error: Optional[BaseException]) -> None:
+        try:
+            if error is not None:
+                request = running.procedure.throw(error)
+            else:
+                request = running.procedure.send(value)
+        except StopIteration as stop:
+            self._end(running, stop.value, None)
+            return
+        except BaseException as err:  # noqa: B036 - the procedure's own failure, passed on
+            self._end(running, None, err)
+            return
+        try:
+            self._handle(running, request)
+        except BaseException as err:  # noqa: B036 - into the procedure, which decides
+            self._ready.append((running, None, err))
+
+    def _end(self, running: _Running, result: Any, error: Optional[BaseException]) -> None:
+        running.ended = True
+        running.result, running.error = result, error
+        if running.task is not None:
+            if error is not None:
+                running.task.finished(exception=error)
+            else:
+                running.task.finished(result)
+
+    # -- answering requests ----------------------------------------------------------------
+
+    def _handle(self, running: _Running, request: Wait) -> None:
+        if isinstance(request, Sleep):
+            waiter = self._park(running, self.clock.now() + request.seconds, on_time=True)
+        elif isinstance(request, SessionIO):
+            link = request.link
+            if link.waker is None:
+                link.waker = _LinkWaiters(self)
+            directions = link.session.block_directions()
+            events = ((selectors.EVENT_READ if directions & LIBSSH2_SESSION_BLOCK_INBOUND
+                       else 0)
+                      | (selectors.EVENT_WRITE if directions & LIBSSH2_SESSION_BLOCK_OUTBOUND
+                         else 0)) or selectors.EVENT_READ
+            waiter = self._park(running, request.deadline)
+            self._watch(waiter, link.sock.fileno(), events)
+            link.waker.waiters.add(waiter)
+            waiter.undo.append(lambda: link.waker.waiters.discard(waiter))
+        elif isinstance(request, SocketIO):
+            waiter = self._park(running, request.deadline)
+            self._watch(waiter, request.sock.fileno(),
+                        selectors.EVENT_WRITE if request.write else selectors.EVENT_READ)
+        elif isinstance(request, WaitFor):
+            if request.event.is_set():
+                self._ready.append((running, True, None))
+                return
+            waiter = self._park(running, request.deadline)
+
+            def ready(waiter=waiter) -> None:
+                self._resume(waiter, True)
+            request.event.subscribe(ready)
+            waiter.undo.append(lambda: request.event.unsubscribe(ready))
+        elif isinstance(request, Resolve):
+            self._ready.append((running, _socket.getaddrinfo(
+                request.host, request.port, proto=_socket.IPPROTO_TCP), None))
+        elif isinstance(request, Connect):
+            # Loopback answers a connect at once (accepted or refused).
+            sock = _socket.socket(request.family, request.kind)
+            try:
+                sock.connect(request.address)
+            except BaseException:
+                sock.close()
+                raise
+            sock.setblocking(False)
+            self._ready.append((running, sock, None))
+        elif isinstance(request, Spawn):
+            self._ready.append((running, self._spawn(request), None))
+        else:
+            raise TypeError(f"not a wait request: {request!r}")
+
+    def _spawn(self, request: Spawn) -> Task:
+        task = Task(request.name)
+        spawned = _Running(request.procedure, task)
+        self._ready.append((spawned, None, None))
+
+        def cancel() -> None:
+            # Thrown in at its wait, as a kill is in a greenlet: its finally blocks run.
+            if spawned.ended:
+                return
+            if spawned.waiter is not None:
+                self._forget(spawned.waiter)
+            self._ready.append((spawned, None, Cancelled(request.name)))
+        task._cancel = cancel
+        self._spawned.append(task)
+        return task
+
+    def _park(self, running: _Running, deadline: Optional[float],
+              on_time: bool = False) -> _Waiter:
+        waiter = _Waiter(running, deadline, on_time)
+        running.waiter = waiter
+        if deadline is not None:
+            heapq.heappush(self._timers, (deadline, next(self._order), waiter))
+        return waiter
+
+    def _watch(self, waiter: _Waiter, fd: int, events: int) -> None:
+        waiter.fd, waiter.events = fd, events
+        self._by_fd.setdefault(fd, set()).add(waiter)
+        self._interest(fd)
+
+    def _interest(self, fd: int) -> None:
+        """Register ``fd`` for what its waiters wait for (none left: unregister it). A
+        socket closed meanwhile left the kernel's set by itself, and a new one may have
+        its number: start afresh then."""
+        waiters = self._by_fd.get(fd)
+        wanted = 0
+        for waiter in waiters or ():
+            wanted |= waiter.events
+        try:
+            self._selector.unregister(fd)
+        except (KeyError, ValueError, OSError):
+            pass
+        if wanted:
+            self._selector.register(fd, wanted)
+        else:
+            self._by_fd.pop(fd, None)
+
+    def _forget(self, waiter: _Waiter) -> None:
+        for undo in waiter.undo:
+            undo()
+        waiter.undo.clear()
+        if waiter.fd is not None:
+            self._by_fd.get(waiter.fd, set()).discard(waiter)
+            self._interest(waiter.fd)
+        self._timers = [t for t in self._timers if t[2] is not waiter]
+        heapq.heapify(self._timers)
+        waiter.task.waiter = None
+
+    def _resume(self, waiter: _Waiter, answer: bool) -> None:
+        if waiter.task.waiter is not waiter:
+            return  # answered already
+        self._forget(waiter)
+        self._ready.append((waiter.task, answer, None))
+
+
+__all__ = ["Cancelled", "IDLE", "VirtualClock", "VirtualRunner"]

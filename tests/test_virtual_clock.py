@@ -1,0 +1,161 @@
+"""Time-driven behaviour of the core on virtual time (pssh.runners.virtual): keepalives
+that declare a stopped server lost, a command's deadline, handshake retries and their
+delays. Each is the same core procedure the gevent and asyncio runners drive, against a
+real sshd or a real socket; only the clock is virtual, so each case takes a fraction of
+a second whatever the machine's load, and its times are exact."""
+import socket
+
+import pytest
+
+from pssh.core import errors as exc
+from pssh.core.auth import Credentials
+from pssh.core.establish import establish
+from pssh.core.settings import ConnectOptions
+from pssh.core.streams import CommandStreams
+from pssh.core.commands import open_channel, start
+from pssh.core.waits import Sleep, Spawn
+from pssh.runners.virtual import VirtualRunner
+from ssh2.session import Session
+
+from processes import stopped
+
+
+def connected(server, servers, **settings):
+    options = ConnectOptions(port=server.port, pkey=servers.keys.private(),
+                             known_hosts=servers.known_hosts_file(), host_key_policy="strict",
+                             **settings)
+    resolved = options.resolve(server.address, None)
+    return establish(server.address, resolved, Credentials(resolved.user, keys=[options.pkey]),
+                     Session)
+
+
+def started(link, command: bytes):
+    channel = yield from open_channel(link)
+    streams = CommandStreams(link, channel)
+    yield from start(link, channel, command)
+    return streams
+
+
+def test_keepalives_declare_a_stopped_server_lost(servers, server):
+    """Keepalives every 5 s, 3 unanswered intervals: a server that stops answering in the
+    middle of a command is declared lost after one silent round and the probe's 15 s, and
+    the wait on the command fails with "server not responding"."""
+    runner = VirtualRunner()
+
+    def procedure():
+        link = yield from connected(server, servers, keepalive_seconds=5,
+                                    keepalive_count_max=3, num_retries=1)
+        streams = yield from started(link, b"sleep 1000")
+        began = runner.clock.now()
+        with stopped(server):
+            try:
+                yield from streams.wait_eof(None)
+            except exc.ConnectionError as err:
+                return err, runner.clock.now() - began
+        raise AssertionError("the command ended though its server was stopped")
+
+    err, after = runner.run(procedure())
+    assert "server not responding" in str(err) and server.address in str(err)
+    assert 15 <= after <= 25, after   # virtual seconds: one silent round, then the probe
+
+
+def test_a_live_idle_server_answers_the_probes(servers, server):
+    """Keepalives every 5 s to a server that answers them: an hour passes on the virtual
+    clock (720 keepalive rounds, the silent ones probed) and the connection still runs a
+    command. The remote command's own time is real: only our side's clock is virtual."""
+    runner = VirtualRunner()
+
+    def procedure():
+        link = yield from connected(server, servers, keepalive_seconds=5,
+                                    keepalive_count_max=3, num_retries=1)
+        yield Sleep(3600)
+        assert link.lost is None
+        streams = yield from started(link, b"echo still here")
+        yield from streams.wait_eof(30)
+        link.close()
+        return streams.buffers[0].take(), streams.exit_code, runner.clock.now()
+
+    out, code, now = runner.run(procedure())
+    assert (out, code) == (b"still here\n", 0)
+    assert now >= 3600
+
+
+def test_a_command_deadline_is_exact(servers, server):
+    runner = VirtualRunner()
+
+    def procedure():
+        link = yield from connected(server, servers, keepalive_seconds=0, num_retries=1)
+        streams = yield from started(link, b"echo begun; sleep 1000")
+        began = runner.clock.now()
+        try:
+            yield from streams.wait_eof(30)
+        except exc.Timeout as err:
+            return err, runner.clock.now() - began, streams.buffers[0].take()
+        finally:
+            link.close()
+        raise AssertionError("no timeout")
+
+    err, after, out = runner.run(procedure())
+    assert server.address in str(err)
+    assert after == pytest.approx(30)
+    assert out == b"begun\n"
+
+
+def test_handshake_retries_wait_their_delay_and_each_try_its_timeout():
+    """A host that accepts TCP connections and never says a word: 3 tries of 10 s each,
+    5 s apart, then the error naming the host: 40 s of virtual time, 3 connections."""
+    tarpit = socket.socket()
+    tarpit.bind(("127.0.0.1", 0))
+    tarpit.listen(16)
+    port = tarpit.getsockname()[1]
+    runner = VirtualRunner()
+    options = ConnectOptions(port=port, num_retries=3, retry_delay=5, timeout=10,
+                             connect_timeout=10, host_key_policy="strict", known_hosts=None,
+                             allow_agent=False, identity_auth=False)
+    resolved = options.resolve("127.0.0.1", None)
+
+    def procedure():
+        try:
+            yield from establish("127.0.0.1", resolved, Credentials(resolved.user), Session)
+        except exc.PSSHError as err:
+            return err, runner.clock.now()
+        raise AssertionError("connected to a host that never speaks")
+
+    try:
+        err, now = runner.run(procedure())
+        tarpit.setblocking(False)
+        accepted = []
+        while True:
+            try:
+                accepted.append(tarpit.accept()[0])
+            except BlockingIOError:
+                break
+    finally:
+        tarpit.close()
+    for conn in accepted:
+        conn.close()
+    assert "127.0.0.1" in str(err)
+    assert now == pytest.approx(3 * 10 + 2 * 5)
+    assert len(accepted) == 3
+
+
+def test_background_tasks_sleep_on_the_same_clock():
+    """Two background procedures and the main one interleave by their virtual times."""
+    runner = VirtualRunner()
+    seen = []
+
+    def ticker(name, every, times):
+        for _ in range(times):
+            yield Sleep(every)
+            seen.append((runner.clock.now(), name))
+
+    def procedure():
+        a = yield Spawn(ticker("a", 2, 3))
+        b = yield Spawn(ticker("b", 3, 2))
+        yield from a.join()
+        yield from b.join()
+        return runner.clock.now()
+
+    assert runner.run(procedure()) == 6
+    # At 6 both are due: b went to sleep first (at 3, a at 4), so b wakes first.
+    assert seen == [(2, "a"), (3, "b"), (4, "a"), (6, "b"), (6, "a")]
