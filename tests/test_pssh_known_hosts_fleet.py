@@ -1,6 +1,5 @@
 """known_hosts of fleet size: 100,000 lines and 200 real hosts in one run, right decisions."""
 import base64
-import time
 
 import pytest
 
@@ -41,9 +40,7 @@ def test_decisions_with_100000_lines(fleet, tmp_path):
                                allow_agent=False, identity_auth=False, known_hosts=str(path),
                                host_key_policy="strict", timeout=60, num_retries=1,
                                pool_size=200)
-    started = time.monotonic()
     output = client.run_command("echo ok", stop_on_errors=False)
-    elapsed = time.monotonic() - started
     for i, host_out in enumerate(output):
         if i < 150:
             assert host_out.exception is None, (i, host_out.exception)
@@ -52,6 +49,3 @@ def test_decisions_with_100000_lines(fleet, tmp_path):
             assert isinstance(host_out.exception, exc.HostKeyMismatchError), i
         else:
             assert isinstance(host_out.exception, exc.UnknownHostKeyError), i
-    # Confirming a known host costs one dict look-up or HMAC here, not a pass over
-    # the file per host (which took ~0.1 s of CPU per host, starving the others).
-    assert elapsed < 60

@@ -134,7 +134,7 @@ class KnownHosts:
         self._hashed_by_key: Dict[bytes, List[Tuple[Tuple[bytes, bytes], Entry]]] = {}
         self.revoked: Dict[bytes, Entry] = {}
         self.authorities: List[Entry] = []
-        self._types: Dict[str, frozenset] = {}  # name -> known key types, as asked
+        self._entries: Dict[str, List[Entry]] = {}  # name -> entries_for(name), as asked
         for entry in self.entries:
             if entry.marker == "revoked":
                 self.revoked.setdefault(entry.key, entry)
@@ -160,20 +160,31 @@ class KnownHosts:
         return any(e.key == key and e.matches(name) for e in self._patterned)
 
     def entries_for(self, name: str) -> List[Entry]:
-        """Every plain entry (not @revoked, not @cert-authority) that covers ``name``."""
-        found = list(self._by_name.get(name.lower(), ()))
-        found += [e for e in self._patterned if e.matches(name)]
-        found += [e for hashed, e in self._hashed if _hashed_is(hashed, name)]
+        """Every plain entry (not @revoked, not @cert-authority) that covers ``name``
+        (remembered: with hashed lines it costs an HMAC per line)."""
+        found = self._entries.get(name)
+        if found is None:
+            found = self._unhashed_for(name)
+            found += [e for hashed, e in self._hashed if _hashed_is(hashed, name)]
+            self._entries[name] = found
         return found
 
+    def _unhashed_for(self, name: str) -> List[Entry]:
+        return list(self._by_name.get(name.lower(), ())) + [e for e in self._patterned
+                                                            if e.matches(name)]
+
     def types_for(self, name: str) -> frozenset:
-        """The key types of the plain entries covering ``name`` (remembered: asked before
-        every handshake, and a hashed file costs an HMAC per line)."""
-        types = self._types.get(name)
-        if types is None:
-            types = self._types[name] = frozenset(key_type_of(e.key)
-                                                  for e in self.entries_for(name))
-        return types
+        """The key types known for ``name``, to ask the server for those first.
+
+        Those of its plain-text and pattern lines when it has some: they are enough
+        for the server to present a key we can check, and cost a dict look-up. Only a
+        host named by hashed lines alone costs an HMAC per hashed line, as it does
+        OpenSSH; a fleet whose known_hosts is hashed pays that once per host and run.
+        """
+        found = self._entries.get(name)
+        if found is None:
+            found = self._unhashed_for(name) or self.entries_for(name)
+        return frozenset(key_type_of(e.key) for e in found)
 
     def authorities_for(self, name: str) -> List[Entry]:
         """The @cert-authority entries that cover ``name``."""
