@@ -163,7 +163,8 @@ class LoginMethods:
                         log.debug("%s: %s refused: %s", link.host, login.what, err)
                 yield from self.call(key)
         except exc.PSSHError as err:
-            raise _at(err, link)
+            _at(err, link)  # names the host on ``err`` itself, which goes on as it was
+            raise
 
     def key_data(self, data: bytes) -> Procedure[None]:
         # Key data is not a file: with parallel-ssh's errors its problems are failed

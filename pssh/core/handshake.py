@@ -86,7 +86,10 @@ def start_session(dest: Destination, resolved, sock, new_session: Callable,
             if try_no >= tries:
                 log.error("%s:%s: SSH handshake failed: %s", dest.host, dest.port, err)
                 link.close()
-                raise named(err, dest.host, dest.port)
+                failure = named(err, dest.host, dest.port)
+                if failure is err:  # the same error, now naming the host
+                    raise
+                raise failure from err  # a local OSError, rebuilt to name the host
             log.debug("%s:%s: SSH handshake failed (try %s of %s): %s", dest.host, dest.port,
                       try_no, tries, err)
             link.close()
