@@ -18,4 +18,5 @@ DEFAULT_KEEPALIVE_COUNT_MAX = _DEFAULTS.keepalive_count_max
 """Unanswered keepalive rounds before the server counts as lost (OpenSSH's ServerAliveCountMax)."""
 
 DEFAULT_CONNECT_TIMEOUT = _DEFAULTS.connect_timeout
-"""Seconds a connection may take (TCP connect, SSH handshake, login) when no ``timeout`` is given."""
+"""Seconds a connection may take (TCP connect, SSH handshake, login) when no ``timeout``
+is given."""

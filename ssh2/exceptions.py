@@ -371,7 +371,8 @@ class SFTPProtocolError(SFTPError):
                  host: str | None = None, sftp_status: int | None = None) -> None:
         super().__init__(message, errno, host)
         self.sftp_status = sftp_status
-        self.status_name = _SFTP_STATUS_NAMES.get(sftp_status, "") if sftp_status is not None else ""
+        self.status_name = (_SFTP_STATUS_NAMES.get(sftp_status, "")
+                            if sftp_status is not None else "")
 
     def __str__(self) -> str:
         text = super().__str__()

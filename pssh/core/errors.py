@@ -179,7 +179,8 @@ class Timeout(PSSHError):
 
 
 class ConnectTimeout(ConnectionError, Timeout):
-    """Connecting timed out: a :class:`ConnectionError`, as in parallel-ssh, and a :class:`Timeout`."""
+    """Connecting timed out: a :class:`ConnectionError`, as in parallel-ssh, and a
+    :class:`Timeout`."""
 
 
 class AuthenticationError(PSSHError):
