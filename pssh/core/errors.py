@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import builtins
 import re
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Literal, Optional, TypeVar
 
 from ssh2 import exceptions as ssh2_exc
 
@@ -158,7 +158,7 @@ class ConnectionRefused(ConnectionError, builtins.ConnectionRefusedError):
     ``str()`` names the host.
     """
 
-    def __init__(self, errno: int, strerror: str, host: str, port: int):
+    def __init__(self, errno: Optional[int], strerror: Optional[str], host: str, port: int):
         PSSHError.__init__(self, errno, strerror, host, port, host=host, port=port)
         self._keep_args((errno, strerror, host, port), errno, strerror)
 
@@ -230,7 +230,10 @@ class ProxyError(PSSHError):
     """The proxy (jump) host failed (``args``: message, cause)."""
 
 
-class ProxyTargetError(ProxyError, ConnectionError, ssh2_exc.SocketRecvError):
+# The ignore: ``message`` is PSSHError's formatted one (a property), which the order of
+# the bases makes win over SSH2Error's attribute, as intended.
+class ProxyTargetError(ProxyError, ConnectionError,  # type: ignore[override]
+                       ssh2_exc.SocketRecvError):
     """The jump host is up but cannot reach the target: a :class:`ProxyError` and a
     :class:`ConnectionError` to the target.
 
@@ -331,7 +334,10 @@ def _local_os_error(base: type, args: tuple, filename: Any, filename2: Any,
     return err
 
 
-def with_host(err: BaseException, host: Optional[str], port: Optional[int]) -> BaseException:
+_Error = TypeVar("_Error", bound=BaseException)
+
+
+def with_host(err: _Error, host: Optional[str], port: Optional[int]) -> _Error:
     """``err``, made to name ``host`` and ``port`` if it names no host yet.
 
     Our errors and the bindings' get ``host`` (and ``port``) set and are returned
@@ -353,7 +359,7 @@ def with_host(err: BaseException, host: Optional[str], port: Optional[int]) -> B
         except Exception:  # an OSError subclass that cannot be rebuilt from its args
             return err
         named.__dict__.update(err.__dict__)
-        return named
+        return named  # type: ignore[return-value]  # a subclass of err's own class
     return err
 
 
@@ -370,7 +376,7 @@ class on_host:  # noqa: N801 - used as a statement: ``with on_host(host, port):`
     def __enter__(self) -> "on_host":
         return self
 
-    def __exit__(self, kind, err, tb) -> bool:
+    def __exit__(self, kind, err, tb) -> Literal[False]:
         if isinstance(err, Exception):
             named = with_host(err, self.host, self.port)
             if named is not err:

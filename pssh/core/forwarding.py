@@ -90,6 +90,7 @@ def connect_first(host: str, port: int, deadline: Optional[float] = None
             return (yield from connect_local(family, address, deadline))
         except OSError as err:
             error = err
+    assert error is not None  # infos is not empty: every address failed
     raise error
 
 

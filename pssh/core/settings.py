@@ -219,6 +219,7 @@ class ConnectOptions:
                              f"not {given.host_key_policy!r}")
         hostname = cfg.hostname or host
         port = given.port
+        assert port is not None  # DEFAULTS sets it
         timeout = given.timeout or None
         # parallel-ssh's timeout is the default of both limits underneath it, and wins
         # over the ssh config's ConnectTimeout, as an explicit setting does.
@@ -226,6 +227,8 @@ class ConnectOptions:
             connect_timeout = given.connect_timeout
         else:
             connect_timeout = timeout
+        connect_timeout = connect_timeout or DEFAULTS.connect_timeout
+        assert connect_timeout is not None  # DEFAULTS sets it
         request_timeout = given.request_timeout if given.request_timeout is not None \
             else timeout
         return Resolved(
@@ -234,7 +237,7 @@ class ConnectOptions:
             port=port,
             user=given.user or local_user(),
             timeout=request_timeout or None,
-            connect_timeout=connect_timeout or DEFAULTS.connect_timeout,
+            connect_timeout=connect_timeout,
             identity_files=cfg.identity_files,
             cert_file=os.path.expanduser(given.cert_file) if isinstance(given.cert_file, str)
             else given.cert_file.decode() if given.cert_file else

@@ -29,6 +29,9 @@ from pssh.core.partial_files import (PERMISSIONS, local_file_errors, local_mode,
                                      local_part_file, remote_part_name)
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
+from ssh2.sftp import SFTP
+from ssh2.sftp_attributes import SFTPAttributes
+from ssh2.sftp_handle import SFTPHandle
 from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
                        LIBSSH2_FXF_TRUNC, LIBSSH2_FXF_WRITE, LIBSSH2_SFTP_S_IFDIR,
                        LIBSSH2_SFTP_S_IFMT)
@@ -77,7 +80,7 @@ def _handle_ended(handle) -> Callable[[], None]:
     return ended(handle.sftp)
 
 
-def start(link: Link, timeout=UNSET) -> Procedure[object]:
+def start(link: Link, timeout=UNSET) -> Procedure[SFTP]:
     """A new SFTP session on the connection; :class:`~pssh.exceptions.SFTPError` if the
     server refuses it."""
     if link.session is None:
@@ -94,7 +97,7 @@ def start(link: Link, timeout=UNSET) -> Procedure[object]:
                             host=link.host, port=link.port) from err
 
 
-def stat(link: Link, sftp, path: str) -> Procedure[object]:
+def stat(link: Link, sftp: SFTP, path: str) -> Procedure[Optional[SFTPAttributes]]:
     """The remote path's attributes, or None if it does not exist."""
     try:
         return (yield from link.call(sftp.stat, path, timeout=limit(link),
@@ -151,7 +154,8 @@ def set_mode(link: Link, sftp, path: str, mode: int) -> Procedure[None]:
                               err, host=link.host, port=link.port) from err
 
 
-def open_file(link: Link, sftp, path: str, flags: int, mode: int = 0) -> Procedure[object]:
+def open_file(link: Link, sftp: SFTP, path: str, flags: int,
+              mode: int = 0) -> Procedure[SFTPHandle]:
     """An open remote file handle; :class:`~pssh.exceptions.SFTPError` naming the host."""
     try:
         return (yield from link.call(sftp.open, path, flags, mode, timeout=limit(link),
@@ -251,7 +255,7 @@ def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = No
          total: int = 0) -> Procedure[int]:
     """Run a bindings pump (``handle.pump_to_fd`` / ``pump_from_fd``) to its end,
     waiting whenever it would block; returns the bytes moved."""
-    check = _handle_ended(step.__self__)
+    check = _handle_ended(step.__self__)  # type: ignore[attr-defined]  # a bound method
     done = 0
     while True:
         rc, moved = step(fd)

@@ -95,6 +95,8 @@ def _split(line: str, origin: str) -> Optional[Tuple[str, List[str]]]:
     if not line or line.startswith("#"):
         return None
     match = _KEYWORD.match(line)
+    if match is None:  # the line starts with "="
+        raise SSHConfigError(f"{origin}: no keyword before '='")
     keyword, rest = match.group(1), match.group(2).strip()
     try:
         lexer = shlex.shlex(rest, posix=True)

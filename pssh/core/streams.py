@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from pssh.core import errors as exc
 from pssh.core.channel_io import MAX_PER_CALL, data_pending, read_available
@@ -128,7 +128,8 @@ class CommandStreams:
         if self.closed:
             buffer.end()
             return True
-        keep, most = buffer.append, MAX_PER_CALL
+        keep: Callable[[bytes], None] = buffer.append
+        most: Optional[int] = MAX_PER_CALL
         if limited:
             # Drained to the end: libssh2 opens the window again on every read of the
             # channel, whatever it has queued, so a stream nobody reads must keep up.

@@ -153,7 +153,7 @@ def upload(link: Link, sftp, local_root: str, remote_root: str, send: Send,
     symlinks are followed (as ``scp -r``); one that loops back is skipped."""
     if make_root:
         yield from core_sftp.makedirs(link, sftp, remote_root)
-    pending = [(local_root, remote_root, 0, frozenset())]
+    pending: List[Tuple[str, str, int, frozenset]] = [(local_root, remote_root, 0, frozenset())]
     dir_modes: List[Tuple[str, int]] = [(remote_root, _stat.S_IMODE(os.stat(local_root).st_mode))]
     while pending:
         local_dir, remote_dir, depth, above = pending.pop()
