@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import Optional
+from typing import Optional, overload
 
 
 class _Unset:
@@ -14,9 +14,26 @@ class _Unset:
 UNSET = _Unset()
 
 
+# The overloads tell the type checker that a limit gives a number, and none gives None.
+@overload
+def deadline_after(timeout: float) -> float: ...
+@overload
+def deadline_after(timeout: None) -> None: ...
+@overload
+def deadline_after(timeout: Optional[float]) -> Optional[float]: ...
+
+
 def deadline_after(timeout: Optional[float]) -> Optional[float]:
     """The monotonic time ``timeout`` seconds from now (None: no deadline)."""
     return None if timeout is None else time.monotonic() + timeout
+
+
+@overload
+def remaining(deadline: float) -> float: ...
+@overload
+def remaining(deadline: None) -> None: ...
+@overload
+def remaining(deadline: Optional[float]) -> Optional[float]: ...
 
 
 def remaining(deadline: Optional[float]) -> Optional[float]:
