@@ -216,7 +216,9 @@ async def _kbdint_login(conn, methods) -> bool:
             name.decode(errors="replace"), instruction.decode(errors="replace"), "",
             [(str(p), bool(p.echo)) for p in prompts])
         if inspect.isawaitable(answers):
-            answers.close()
+            close = getattr(answers, "close", None)  # a coroutine's: never to be awaited
+            if close is not None:
+                close()
             raise TypeError("kbdint_challenge_received must answer at once here "
                             "(libssh2 asks from inside its own call): not a coroutine")
         return list(answers) if answers is not None else []

@@ -359,8 +359,11 @@ class SSHClientConnection:
         cancelled :meth:`run`) stops them for sure even without a pty, where sshd
         leaves a command running when its channel closes (see :mod:`pssh.core.cancel`).
         """
-        marker = new_marker() if cancellable and command is not None else None
-        sent = with_marker(command, marker) if marker else command
+        marker: Optional[str] = None
+        sent = command
+        if cancellable and command is not None:
+            marker = new_marker()
+            sent = with_marker(command, marker)
         streams = await self._open(sent, env, term_type, term_size, subsystem)
         streams.core.marker = marker
         process = SSHClientProcess(streams, command, encoding, errors,

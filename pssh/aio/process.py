@@ -28,7 +28,7 @@ from pssh.runners.asyncio import RUNNER
 class SSHCompletedProcess:
     """What :meth:`SSHClientConnection.run` returns (asyncssh's fields)."""
 
-    command: str
+    command: Optional[str]  # None: the login shell
     exit_status: Optional[int]
     #: ``(signal name, core dumped, message, language)`` if killed by a signal, else None.
     exit_signal: Optional[tuple]
@@ -251,7 +251,7 @@ class SSHClientProcess:
     """A running command (asyncssh's ``SSHClientProcess``): ``stdin``, ``stdout``,
     ``stderr``, ``await wait()`` for the :class:`SSHCompletedProcess`."""
 
-    def __init__(self, streams: ChannelStreams, command: str, encoding: Optional[str],
+    def __init__(self, streams: ChannelStreams, command: Optional[str], encoding: Optional[str],
                  errors: str = "strict", stopper: Optional[Callable] = None,
                  env=None) -> None:
         self._streams = streams
@@ -320,8 +320,8 @@ class SSHClientProcess:
         finally:
             for task in self._redirects:
                 task.cancel()
-        out, err = self._collect()
-        return SSHCompletedProcess(self.command, self.exit_status, self.exit_signal, out, err)
+        out, errout = self._collect()
+        return SSHCompletedProcess(self.command, self.exit_status, self.exit_signal, out, errout)
 
     def _collect(self) -> Tuple[Union[str, bytes], Union[str, bytes]]:
         """The output received and not yet read, decoded (consumed)."""
@@ -342,6 +342,7 @@ class SSHClientProcess:
         """
         if not isinstance(signal, str):
             signal = _signal.Signals(signal).name[3:]
+        assert self._stopper is not None  # the connection gives every process one
         return self._stopper(signal.upper().removeprefix("SIG"))
 
     def terminate(self) -> "asyncio.Task":
