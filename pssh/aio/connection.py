@@ -213,8 +213,10 @@ class SSHClientConnection:
         self._closed = asyncio.Event()
         self._jumps: Optional[JumpChain] = None  # ProxyJump hops of its own
         self._cleanups: set = set()  # tasks stopping remote commands
-        self._peername = _address(link.sock.getpeername)
-        self._sockname = _address(link.sock.getsockname)
+        sock = link.sock
+        assert sock is not None  # a connected link
+        self._peername = _address(sock.getpeername)
+        self._sockname = _address(sock.getsockname)
         #: The :class:`~pssh.aio.SSHClient` told of this connection's events (if any).
         self._client = client
         if client is not None:

@@ -1,17 +1,24 @@
 """Deadlines shared by both front ends' drivers (nothing here imports an event loop)."""
 from __future__ import annotations
 
+import enum
 import time
-from typing import Optional, overload
+from typing import Literal, Optional, Union, overload
 
 
-class _Unset:
+class _Unset(enum.Enum):
+    # An enum's one member, so that ``timeout is UNSET`` narrows the type of ``timeout``.
+    UNSET = "UNSET"
+
     def __repr__(self) -> str:
         return "UNSET"
 
 
 #: "Use the driver's own timeout" (``None`` means no limit).
-UNSET = _Unset()
+UNSET = _Unset.UNSET
+
+#: A timeout argument: seconds, ``None`` for no limit, or :data:`UNSET`.
+Limit = Union[float, None, Literal[_Unset.UNSET]]
 
 
 # The overloads tell the type checker that a limit gives a number, and none gives None.
@@ -41,4 +48,4 @@ def remaining(deadline: Optional[float]) -> Optional[float]:
     return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
-__all__ = ["UNSET", "deadline_after", "remaining"]
+__all__ = ["Limit", "UNSET", "deadline_after", "remaining"]

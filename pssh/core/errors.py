@@ -27,12 +27,16 @@ from __future__ import annotations
 
 import builtins
 import re
-from typing import Any, Dict, Literal, Optional, TypeVar
+from types import TracebackType
+from typing import Any, Dict, Literal, Optional, Type, TypeVar
 
 from ssh2 import exceptions as ssh2_exc
 
 #: Where users import these classes from (parallel-ssh's module): see the end of this file.
 PUBLIC_HOME = "pssh.exceptions"
+
+
+_Self = TypeVar("_Self", bound="PSSHError")  # at() makes an error of the class it is called on
 
 
 class PSSHError(Exception):
@@ -51,7 +55,8 @@ class PSSHError(Exception):
         self.port = port
 
     @classmethod
-    def at(cls, host: Optional[str], port: Optional[int], text: str, *details: Any):
+    def at(cls: Type[_Self], host: Optional[str], port: Optional[int], text: str,
+           *details: Any) -> _Self:
         """``cls("%s:%s: %s", host, port, text, *details)``: an error at ``host:port``
         with ``args`` in parallel-ssh's order (message, host, port, ...)."""
         return cls("%s:%s: %s", host, port, text, *details, host=host, port=port)
@@ -376,7 +381,8 @@ class on_host:  # noqa: N801 - used as a statement: ``with on_host(host, port):`
     def __enter__(self) -> "on_host":
         return self
 
-    def __exit__(self, kind, err, tb) -> Literal[False]:
+    def __exit__(self, kind: Optional[type], err: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         if isinstance(err, Exception):
             named = with_host(err, self.host, self.port)
             if named is not err:

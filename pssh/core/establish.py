@@ -156,7 +156,7 @@ def establish(host: str, resolved: Resolved, creds: Credentials, new_session: Ca
     return link
 
 
-def _cancel(task) -> None:
+def _cancel(task: Optional[Task]) -> None:
     if task is not None:
         task.cancel()
 

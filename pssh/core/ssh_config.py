@@ -23,7 +23,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 log = logging.getLogger("pssh.core.ssh_config")
 
@@ -144,7 +144,7 @@ class SSHConfig:
         cls._parse(lines, path, blocks, depth)
 
     @classmethod
-    def _parse(cls, lines, name: str, blocks: List[_Block], depth: int) -> None:
+    def _parse(cls, lines: Iterable[str], name: str, blocks: List[_Block], depth: int) -> None:
         for number, raw in enumerate(lines, 1):
             origin = f"{name}:{number}"
             parsed = _split(raw, origin)
@@ -236,7 +236,9 @@ class SSHConfig:
 
     # -- interpreting ------------------------------------------------------------
 
-    def _options(self, host, user, port, values, identities, certificates) -> HostOptions:
+    def _options(self, host: str, user: Optional[str], port: Optional[int],
+                 values: Dict[str, Tuple[str, str]], identities: List[str],
+                 certificates: List[str]) -> HostOptions:
         def get(key):
             return values[key][0] if key in values else None
 
