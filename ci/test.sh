@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite: sets up the machine, runs ruff and mypy (ci/lint.sh), then runs pytest
+# The test suite: sets up the machine, runs the static checks (ci/lint.sh), then runs pytest
 # against real sshd servers that the tests start on loopback themselves. Without arguments it
 # first builds the wheels and smoke-runs each where users install it
 # (ci/wheels.sh); with arguments (pytest options) it skips the wheels.

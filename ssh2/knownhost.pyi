@@ -1,4 +1,5 @@
 from typing import List, Optional, Union
+from typing_extensions import disjoint_base  # an extension type: no class combines two
 
 from ssh2.session import Session
 
@@ -29,12 +30,14 @@ LIBSSH2_KNOWNHOST_FILE_OPENSSH: int
 
 def hostkey_typemask(hostkey_type: int) -> int: ...
 
+@disjoint_base
 class KnownHostEntry:
     magic: int
     name: Optional[bytes]
     key: Optional[bytes]
     typemask: int
 
+@disjoint_base
 class KnownHost:
     session: Session
     def readfile(self, filename: _Str, f_type: int = ...) -> int: ...

@@ -1,6 +1,7 @@
 import os
 import socket
 from typing import Callable, List, Optional, Sequence, Tuple, Union
+from typing_extensions import disjoint_base  # an extension type: no class combines two
 
 from ssh2.agent import Agent
 from ssh2.channel import Channel
@@ -22,6 +23,7 @@ class _NamedInt(int):
     @property
     def value(self) -> int: ...
 
+@disjoint_base
 class MethodType(_NamedInt):
     KEX: int
     HOSTKEY: int
@@ -35,6 +37,7 @@ class MethodType(_NamedInt):
     LANG_SC: int
     SIGN_ALGO: int
 
+@disjoint_base
 class FlagType(_NamedInt):
     SIGPIPE: int
     COMPRESS: int
@@ -83,6 +86,7 @@ class Prompt(str):
 
 KbdInteractiveCallback = Callable[[bytes, bytes, List[Prompt]], Sequence[_Str]]
 
+@disjoint_base
 class Session:
     def __init__(self) -> None: ...
     @property
