@@ -302,7 +302,7 @@ class LocalOSError(OSError):
     def reason(self) -> str:
         return super().__str__()
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         # Rebuilt from the built-in class it stands for: the generated class has no
         # importable name (processes=N send errors to the parent pickled).
         return (_local_os_error, (self._base, self.args, self.filename, self.filename2,

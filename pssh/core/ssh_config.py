@@ -23,7 +23,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 log = logging.getLogger("pssh.core.ssh_config")
 
@@ -239,10 +239,10 @@ class SSHConfig:
     def _options(self, host: str, user: Optional[str], port: Optional[int],
                  values: Dict[str, Tuple[str, str]], identities: List[str],
                  certificates: List[str]) -> HostOptions:
-        def get(key):
+        def get(key: str) -> Optional[str]:
             return values[key][0] if key in values else None
 
-        def number(key, kind=int):
+        def number(key: str, kind: Callable[[str], Any] = int) -> Any:  # kind's, or None
             if key not in values:
                 return None
             value, origin = values[key]
@@ -251,7 +251,7 @@ class SSHConfig:
             except ValueError:
                 raise SSHConfigError(f"{origin}: {key} {value!r} is not a number") from None
 
-        def flag(key):
+        def flag(key: str) -> Optional[bool]:
             if key not in values:
                 return None
             value, origin = values[key]
@@ -265,7 +265,7 @@ class SSHConfig:
         tokens = {"%h": hostname, "%p": str(resolved_port), "%r": resolved_user,
                   "%u": local_user(), "%d": os.path.expanduser("~"), "%%": "%"}
 
-        def expand(path):
+        def expand(path: str) -> str:
             for token, value in tokens.items():
                 path = path.replace(token, value)
             return os.path.expanduser(path)
