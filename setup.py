@@ -3,7 +3,6 @@
 See build_support/libssh2.py for how libssh2 is found or built. Metadata is
 in pyproject.toml.
 """
-import glob
 import os
 import shutil
 import sys
@@ -12,7 +11,7 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from build_support.libssh2 import LibSSH2NotFound, locate  # noqa: E402
+from build_support.libssh2 import LibSSH2NotFound, locate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MODULES = ["session", "channel", "sftp", "sftp_handle", "knownhost", "agent", "sftp_attributes",

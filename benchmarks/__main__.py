@@ -48,8 +48,9 @@ Exit status: 0 done, 1 a library's worker failed or had no good session,
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.split("\n")[0],
-                                     epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="python -m benchmarks",
+                                     description=__doc__.split("\n")[0], epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="run the ramp", epilog=EPILOG,

@@ -8,8 +8,8 @@ ssh2-python, whichever ``ssh2`` this interpreter imports),
 ``ssh2-nonblocking`` (the same with ``set_blocking(False)`` and a plain
 ``select()`` loop, no socket options of the caller's) or ``paramiko``
 (asyncssh is left out: its channel open always carries a shell or exec
-request, so it cannot be timed alone). Imports nothing of this project, so that it runs under a peer's
-virtualenv.
+request, so it cannot be timed alone). Imports nothing of this project, so
+that it runs under a peer's virtualenv.
 """
 import json
 import select

@@ -41,7 +41,7 @@ def _ssh2_api(cipher, host, port, user, key, path, bulk):
             while (n := fh.read_into(buf)) > 0:
                 total += n
         else:  # ssh2-python's documented idiom, a new bytes object per chunk
-            for size, data in fh:
+            for size, _data in fh:
                 total += size
     return time.perf_counter() - started, total
 
@@ -65,8 +65,8 @@ def paramiko_(cipher, host, port, user, key, path):
     client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
     kwargs = {}
     if cipher != "default":
-        kwargs["disabled_algorithms"] = {"ciphers": [c for c in paramiko.Transport._preferred_ciphers
-                                                     if c != cipher]}
+        preferred = paramiko.Transport._preferred_ciphers
+        kwargs["disabled_algorithms"] = {"ciphers": [c for c in preferred if c != cipher]}
     client.connect(host, port, user, key_filename=key, look_for_keys=False, allow_agent=False,
                    **kwargs)
     sftp = client.open_sftp()

@@ -111,8 +111,8 @@ class Ramp:
     def _run_step(self, library: str, concurrency: int) -> StepResult:
         step = StepResult(library, concurrency)
         python = self.interpreters[library]
-        config = {"library": peers.split_build(library)[0], "threads": concurrency, "seconds": self.seconds,
-                  "target": self.target.__dict__}
+        config = {"library": peers.split_build(library)[0], "threads": concurrency,
+                  "seconds": self.seconds, "target": self.target.__dict__}
         with tempfile.TemporaryFile() as stderr:
             proc = subprocess.Popen([python, str(WORKER), json.dumps(config)],
                                     stdout=subprocess.PIPE, stderr=stderr, text=True,

@@ -130,7 +130,7 @@ def main(argv=None) -> int:
         gil = {}
         if args.gil:
             for _ in range(args.repeat):
-                for lib in [l for l in args.libs if l != "openssh"]:
+                for lib in [name for name in args.libs if name != "openssh"]:
                     share = run_once(lib, CIPHERS["aes-gcm"], server, path, 0)
                     if share is not None:
                         gil.setdefault(lib, []).append(share)

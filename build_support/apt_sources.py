@@ -148,8 +148,8 @@ def debian_archive(apt_dir: str = APT_DIR) -> str:
     uri = _first_uri(apt_dir, security=False)
     if uri is None:
         raise NoDebianMirror(
-            f"apt on this machine has no Debian mirror configured (looked in {apt_dir}/sources.list "
-            f"and {apt_dir}/sources.list.d/*.list, *.sources)")
+            f"apt on this machine has no Debian mirror configured (looked in "
+            f"{apt_dir}/sources.list and {apt_dir}/sources.list.d/*.list, *.sources)")
     return uri
 
 

@@ -81,7 +81,8 @@ def _from_prefix(prefix: str) -> LibSSH2:
         for line in fh:
             if line.startswith("#define LIBSSH2_VERSION "):
                 version = line.split('"')[1]
-    libdirs = [d for d in (os.path.join(prefix, "lib"), os.path.join(prefix, "lib64")) if os.path.isdir(d)]
+    libdirs = [d for d in (os.path.join(prefix, "lib"), os.path.join(prefix, "lib64"))
+               if os.path.isdir(d)]
     patched = _read(os.path.join(prefix, "patches.sha256")) == _patches_digest()
     return LibSSH2(version, [os.path.join(prefix, "include")], libdirs, patched=patched)
 
@@ -93,7 +94,8 @@ def _from_pkg_config() -> LibSSH2 | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     if _parse(version) < MIN_VERSION:
-        _log(f"system libssh2 {version} is older than 1.11; building 1.11.1 from Debian's source package")
+        _log(f"system libssh2 {version} is older than 1.11; "
+             "building 1.11.1 from Debian's source package")
         return None
 
     def flags(opt: str, prefix: str) -> list[str]:
@@ -301,7 +303,8 @@ def main(argv: list[str]) -> int:
             print(fetch_debian_source(argv[1], argv[2], os.path.join(argv[2], "fetch.log")))
         else:
             print("usage: python -m build_support.libssh2 fetch-wheel-sources DIR\n"
-                  "       python -m build_support.libssh2 fetch-source PACKAGE DIR", file=sys.stderr)
+                  "       python -m build_support.libssh2 fetch-source PACKAGE DIR",
+                  file=sys.stderr)
             return 2
     except LibSSH2NotFound as exc:
         print(f"error: {exc}", file=sys.stderr)

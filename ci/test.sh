@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The test suite: sets up the machine, then runs pytest against real sshd
-# servers that the tests start on loopback themselves. Without arguments it
+# The test suite: sets up the machine, runs the static checks (ci/lint.sh), then runs pytest
+# against real sshd servers that the tests start on loopback themselves. Without arguments it
 # first builds the wheels and smoke-runs each where users install it
-# (ci/wheels.sh); with arguments (pytest options) it runs only pytest.
+# (ci/wheels.sh); with arguments (pytest options) it skips the wheels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/setup.sh
+# Lint and type checks (settings in pyproject.toml): a finding fails the run within
+# seconds, before the wheels and the suite.
+bash ci/lint.sh
 if [ $# -eq 0 ]; then
     # Before pytest, so that pytest's summary stays the run's last line.
     sudo=""

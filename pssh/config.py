@@ -38,6 +38,44 @@ class HostConfig:
 
     __slots__ = tuple(_TYPES) + ("auth_thread_pool",)
 
+    # The fields, set from __init__'s arguments (declared for the type checker).
+    user: Optional[str]
+    port: Optional[int]
+    password: Optional[str]
+    private_key: Union[str, bytes, None]
+    allow_agent: Optional[bool]
+    alias: Optional[str]
+    num_retries: Optional[int]
+    retry_delay: Optional[float]
+    timeout: Optional[float]
+    identity_auth: Optional[bool]
+    proxy_host: Optional[str]
+    proxy_port: Optional[int]
+    proxy_user: Optional[str]
+    proxy_password: Optional[str]
+    proxy_pkey: Union[str, bytes, None]
+    keepalive_seconds: Optional[int]
+    ipv6_only: Optional[bool]
+    cert_file: Optional[str]
+    auth_thread_pool: bool
+    gssapi_auth: Optional[bool]
+    gssapi_server_identity: Optional[str]
+    gssapi_client_identity: Optional[str]
+    gssapi_delegate_credentials: Optional[bool]
+    forward_ssh_agent: Optional[bool]
+    compress: Optional[bool]
+    keyboard_interactive: Optional[bool]
+    passphrase: Optional[str]
+    proxy_jump: Optional[str]
+    known_hosts: Optional[str]
+    host_key_policy: Optional[str]
+    keepalive_count_max: Optional[int]
+    connect_timeout: Optional[float]
+    request_timeout: Optional[float]
+    ciphers: Optional[str]
+    macs: Optional[str]
+    kex_algorithms: Optional[str]
+
     def __init__(self, user: Optional[str] = None, port: Optional[int] = None,
                  password: Optional[str] = None, private_key: Union[str, bytes, None] = None,
                  allow_agent: Optional[bool] = None, alias: Optional[str] = None,

@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import IO, Callable, Iterable, Mapping, Optional, Sequence, Union
 
 log = logging.getLogger("pssh.sshd")
 
@@ -229,23 +229,24 @@ class OpenSSHServer:
             # scripts, which never ran on a fresh machine).
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         config = self._write_config()
+        assert SSHD is not None  # __init__ raised without it
         check = subprocess.run([SSHD, "-t", "-f", str(config)], capture_output=True, text=True)
         if check.returncode != 0:
             raise SSHDError(f"sshd rejected its configuration: {check.stderr.strip()}")
-        self.process = subprocess.Popen(self._command(config), stdin=subprocess.DEVNULL,
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                        preexec_fn=_die_with_parent)
-        self._wait_ready()
-        log.debug("sshd ready on %s:%d (pid %d)", self.address, self.port, self.process.pid)
+        self.process = process = subprocess.Popen(
+            self._command(config), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+        self._wait_ready(process)
+        log.debug("sshd ready on %s:%d (pid %d)", self.address, self.port, process.pid)
         return self
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, process: subprocess.Popen) -> None:
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                err = self.process.stderr.read().decode(errors="replace")
+            if process.poll() is not None:
+                err = _stderr(process).read().decode(errors="replace")
                 raise SSHDError(f"sshd on {self.address}:{self.port} exited with "
-                                f"{self.process.returncode}: {err.strip() or self.read_log()}")
+                                f"{process.returncode}: {err.strip() or self.read_log()}")
             try:
                 with socket.create_connection((self.address, self.port), timeout=1) as s:
                     if s.recv(64).startswith(b"SSH-2.0"):
@@ -293,7 +294,7 @@ class OpenSSHServer:
                 except subprocess.TimeoutExpired:
                     self.process.kill()
                     self.process.wait()
-            self.process.stderr.close()
+            _stderr(self.process).close()
             self.process = None
 
     def kill(self) -> None:
@@ -306,7 +307,7 @@ class OpenSSHServer:
             except ProcessLookupError:
                 pass
         self.process.wait()
-        self.process.stderr.close()
+        _stderr(self.process).close()
         self.process = None
 
     def close(self) -> None:
@@ -390,6 +391,12 @@ class ServerGroup:
 
     def __iter__(self) -> Iterable[OpenSSHServer]:
         return iter(self.servers)
+
+
+def _stderr(process: subprocess.Popen) -> IO[bytes]:
+    """sshd's stderr, a pipe (it is started with ``stderr=PIPE``)."""
+    assert process.stderr is not None
+    return process.stderr
 
 
 def _die_with_parent() -> None:

@@ -1,7 +1,9 @@
 from typing import List, Optional, Union
+from typing_extensions import disjoint_base  # an extension type: no class combines two
 
 from ssh2.session import Session
 
+@disjoint_base
 class PublicKey:
     blob: bytes
     comment: bytes
@@ -9,6 +11,7 @@ class PublicKey:
     @property
     def blob_len(self) -> int: ...
 
+@disjoint_base
 class Agent:
     session: Session
     def __init__(self, session: Session) -> None: ...

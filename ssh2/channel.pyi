@@ -1,4 +1,5 @@
 from typing import Optional, Tuple, Union
+from typing_extensions import disjoint_base  # an extension type: no class combines two
 
 from ssh2.session import Session
 
@@ -12,6 +13,7 @@ LIBSSH2_CHANNEL_FLUSH_ALL: int
 LIBSSH2_CHANNEL_WINDOW_DEFAULT: int
 LIBSSH2_CHANNEL_PACKET_DEFAULT: int
 
+@disjoint_base
 class Channel:
     session: Session
     def process_startup(self, request: _Str, message: Optional[_Str] = ...) -> int: ...

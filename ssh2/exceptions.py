@@ -32,7 +32,9 @@ class SSH2Error(Exception):
         self.host = host
 
     def __str__(self) -> str:
-        text = self.message or type(self).__doc__.strip().splitlines()[0].rstrip(".")
+        # An error without a message reads as the first line of its class's docstring.
+        doc = type(self).__doc__ or type(self).__name__
+        text = self.message or doc.strip().splitlines()[0].rstrip(".")
         if self.host:
             text = f"{self.host}: {text}"
         if self.errno is not None:
@@ -371,7 +373,8 @@ class SFTPProtocolError(SFTPError):
                  host: str | None = None, sftp_status: int | None = None) -> None:
         super().__init__(message, errno, host)
         self.sftp_status = sftp_status
-        self.status_name = _SFTP_STATUS_NAMES.get(sftp_status, "") if sftp_status is not None else ""
+        self.status_name = (_SFTP_STATUS_NAMES.get(sftp_status, "")
+                            if sftp_status is not None else "")
 
     def __str__(self) -> str:
         text = super().__str__()
@@ -518,6 +521,7 @@ def error_for(errno: int, message: str = "", sftp_status: int | None = None,
     text = message or "failed"
     if context:
         text = f"{context}: {text}"
+    cls: type[SSH2Error]
     if errno == error_codes.LIBSSH2_ERROR_SFTP_PROTOCOL and sftp_status is not None:
         cls = _SFTP_STATUS_CLASSES.get(sftp_status, SFTPProtocolError)
         return cls(text, errno, sftp_status=sftp_status)

@@ -1,3 +1,6 @@
+from typing_extensions import disjoint_base  # an extension type: no class combines two
+
+@disjoint_base
 class FileInfo:
     st_size: int
     st_mode: int

@@ -1,4 +1,5 @@
 from typing import List, Optional, Union
+from typing_extensions import disjoint_base  # an extension type: no class combines two
 
 from ssh2.session import Session
 
@@ -29,12 +30,14 @@ LIBSSH2_KNOWNHOST_FILE_OPENSSH: int
 
 def hostkey_typemask(hostkey_type: int) -> int: ...
 
+@disjoint_base
 class KnownHostEntry:
     magic: int
     name: Optional[bytes]
     key: Optional[bytes]
     typemask: int
 
+@disjoint_base
 class KnownHost:
     session: Session
     def readfile(self, filename: _Str, f_type: int = ...) -> int: ...
@@ -45,6 +48,7 @@ class KnownHost:
     def check(self, host: _Str, key: bytes, typemask: int) -> KnownHostEntry: ...
     def addc(self, host: _Str, key: bytes, typemask: int, salt: Optional[_Str] = ...,
              comment: Optional[_Str] = ...) -> KnownHostEntry: ...
-    def add(self, host: _Str, key: bytes, typemask: int, salt: Optional[_Str] = ...) -> KnownHostEntry: ...
+    def add(self, host: _Str, key: bytes, typemask: int,
+            salt: Optional[_Str] = ...) -> KnownHostEntry: ...
     def delete(self, entry: KnownHostEntry) -> int: ...
     def get(self, prev: Optional[KnownHostEntry] = ...) -> List[KnownHostEntry]: ...

@@ -1,3 +1,6 @@
+from typing_extensions import disjoint_base  # an extension type: no class combines two
+
+@disjoint_base
 class SFTPAttributes:
     flags: int
     filesize: int
@@ -8,6 +11,7 @@ class SFTPAttributes:
     mtime: int
     def __init__(self) -> None: ...
 
+@disjoint_base
 class SFTPStatVFS:
     @property
     def f_bsize(self) -> int: ...

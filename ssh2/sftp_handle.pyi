@@ -1,4 +1,5 @@
 from typing import Callable, Iterator, Optional, Tuple, Union
+from typing_extensions import disjoint_base  # an extension type: no class combines two
 
 from ssh2.session import Session
 from ssh2.sftp import SFTP
@@ -6,6 +7,7 @@ from ssh2.sftp_attributes import SFTPAttributes as SFTPAttributes, SFTPStatVFS a
 
 _EAGAIN = int
 
+@disjoint_base
 class SFTPHandle:
     sftp: SFTP
     session: Session

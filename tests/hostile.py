@@ -48,7 +48,8 @@ SCPHandler = Callable[[asyncssh.SSHServerProcess], Awaitable[None]]
 class HostileServer:
     """An SSH server on ``address`` whose SFTP tree is ``tree`` (path as the client asks for
     it -> :class:`File` or :class:`Dir`); any key or password logs in. ``scp``: the
-    handler of ``scp`` commands, ``command`` of any other command. ``stall_sftp``: SFTP requests are never answered."""
+    handler of ``scp`` commands, ``command`` of any other command. ``stall_sftp``: SFTP
+    requests are never answered."""
 
     def __init__(self, address: str, tree: Optional[Dict[str, object]] = None,
                  scp: Optional[SCPHandler] = None, stall_sftp: bool = False,

@@ -58,7 +58,8 @@ def examples_dir() -> Path:
     unpacked = Path(str(target) + ".part")
     shutil.rmtree(unpacked, ignore_errors=True)
     with tarfile.open(sdist) as tar:
-        members = [m for m in tar.getmembers() if m.name.startswith(f"asyncssh-{version}/examples/")]
+        examples = f"asyncssh-{version}/examples/"
+        members = [m for m in tar.getmembers() if m.name.startswith(examples)]
         tar.extractall(unpacked, members=members, filter="data")
     (unpacked / f"asyncssh-{version}" / "examples").rename(unpacked / "examples")
     unpacked.rename(target)
@@ -101,7 +102,8 @@ def test_examples_do_what_they_say():
     assert r["set_terminal"]["stdout"] == "xterm-color\r\n24 80\r\n"
     assert r["sftp_client"]["files"]["CWD/example.txt"].startswith("example.txt holds")
     assert r["scp_client"]["files"]["CWD/example.txt"].startswith("example.txt holds")
-    assert "200 OK" in r["direct_client"]["stdout"] and "200 OK" in r["stream_direct_client"]["stdout"]
+    assert "200 OK" in r["direct_client"]["stdout"]
+    assert "200 OK" in r["stream_direct_client"]["stdout"]
     for name in ("local_forwarding_client", "local_forwarding_client2",
                  "remote_forwarding_client"):
         assert "200 OK" in r[name]["through"], name

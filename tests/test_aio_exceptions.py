@@ -60,7 +60,8 @@ def test_every_asyncssh_exception_is_there_with_its_hierarchy_and_code():
 def test_each_is_also_the_gevent_clients_exception():
     pairs = [(aio.PermissionDenied, exc.AuthenticationError),
              (aio.HostKeyNotVerifiable, exc.HostKeyError),
-             (aio.ConnectionLost, exc.ConnectionError), (aio.KeyExchangeFailed, exc.ConnectionError),
+             (aio.ConnectionLost, exc.ConnectionError),
+             (aio.KeyExchangeFailed, exc.ConnectionError),
              (aio.ChannelOpenError, exc.SessionError), (aio.ChannelListenError, exc.SessionError),
              (aio.TimeoutError, exc.Timeout), (aio.ConnectTimeout, exc.ConnectTimeout),
              (aio.SFTPNoSuchFile, exc.SFTPError), (aio.KeyImportError, exc.PKeyFileError),
@@ -214,7 +215,8 @@ def test_raised_errors_name_the_host_and_are_ours_too(server, login, run_loop, t
     assert isinstance(caught["tcp"], aio.ChannelOpenError)
     assert caught["tcp"].code == aio.OPEN_CONNECT_FAILED
     assert isinstance(caught["listen"], aio.ChannelListenError)
-    assert isinstance(caught["sftp"], aio.SFTPNoSuchFile) and caught["sftp"].code == aio.FX_NO_SUCH_FILE
+    assert isinstance(caught["sftp"], aio.SFTPNoSuchFile)
+    assert caught["sftp"].code == aio.FX_NO_SUCH_FILE
     assert isinstance(caught["connect"], builtins.TimeoutError)
     assert isinstance(caught["resolve"], exc.UnknownHostError)
     assert isinstance(caught["key file"], exc.PKeyFileError)

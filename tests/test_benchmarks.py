@@ -100,7 +100,7 @@ def test_influxdb1_http_api_and_graphite_input_hold_every_timing(influx, tmp_pat
                         for s in res.get("series", [])})
 
     for database in ("bench", influx.graphite_db):
-        assert wait_for(lambda: counts(database), want) == want, database
+        assert wait_for(lambda: counts(database), want) == want, database  # noqa: B023 - called within this iteration
         tags = influx.query(f'SHOW TAG VALUES FROM "ssh_bench" WITH KEY IN ("concurrency", '
                             f'"host", "thread") WHERE "run_id" = \'{run_id}\'', database)
         values = {(k, v) for k, v in tags["series"][0]["values"]}
@@ -219,5 +219,5 @@ def test_startup_table_has_every_case_of_ours_with_a_median():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     for case in ("interpreter alone", "import ssh2.session", "import pssh.clients", "pssh --help"):
-        assert re.search(rf"^\| {re.escape(case)} \| \d+ ms \| -?\d+ ms \|$", result.stdout, re.M), \
-            result.stdout
+        row = rf"^\| {re.escape(case)} \| \d+ ms \| -?\d+ ms \|$"
+        assert re.search(row, result.stdout, re.M), result.stdout

@@ -37,7 +37,7 @@ ONE_LINE = """\
 deb [ arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg ] http://mirror.invalid/debian bookworm main
 deb-src http://mirror.invalid/debian bookworm main
 deb http://security.invalid/debian-security bookworm-security main
-"""
+"""  # noqa: E501 - a sources.list line as apt has it: one line, however long
 DEB822 = """\
 Types: deb
 URIs: https://packages.vendor.invalid/apt

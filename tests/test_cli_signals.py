@@ -139,7 +139,7 @@ def test_one_signal_stops_transfers_and_removes_their_partial_files(
     if direction == "copy":
         final = [remote_dir / "payload.bin"]
         args = [str(payload), str(remote_dir / "payload.bin")]
-        partial = lambda: [p for p in remote_dir.iterdir() if p.name.endswith(".part")]  # noqa
+        partial = lambda: [p for p in remote_dir.iterdir() if p.name.endswith(".part")]  # noqa: E731
     else:
         (remote_dir / "payload.bin").write_bytes(payload.read_bytes())
         hosts = list(slow_hosts)   # host:port, each its own directory

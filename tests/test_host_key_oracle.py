@@ -137,7 +137,7 @@ def gevent_decides(server, keys, path: Path, policy: str) -> bool:
     except exc.HostKeyError:
         return False
     with client:
-        client.run_command("true").exit_code  # the connection is of use
+        client.run_command("true").exit_code  # noqa: B018 - reading it waits: the connection is of use
     return True
 
 
@@ -232,7 +232,8 @@ def aio_default_decides(server, keys, path: Path) -> bool:
 
 
 #: asyncssh's parser refuses a file with lines it cannot read; ours skips them (as ssh).
-ASYNCSSH_CANNOT_READ = {"malformed lines, then a changed key", "malformed lines, then the known key"}
+ASYNCSSH_CANNOT_READ = {"malformed lines, then a changed key",
+                        "malformed lines, then the known key"}
 
 
 @pytest.mark.parametrize("case", sorted(set(CASES) - ASYNCSSH_CANNOT_READ))

@@ -388,7 +388,7 @@ def test_publickey_with_and_without_the_query_round_trip(server, tmp_path, no_qu
 
 def test_no_query_still_rejects_an_unauthorised_key(server, tmp_path):
     import subprocess
-    from ssh2.session import LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, Session
+    from ssh2.session import LIBSSH2_FLAG_PUBLICKEY_NO_QUERY
     key = tmp_path / "stranger"
     subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
     sock, session = connect(server, auth=False)

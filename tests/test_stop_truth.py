@@ -57,26 +57,29 @@ def test_cancelled_commands_never_read_as_success(group, tmp_path, how):
                                known_hosts=str(tmp_path / "known_hosts"), timeout=10)
     try:
         for _ in range(ROUNDS):
-            sleeper = new_sleeper()
-            output = client.run_command("%s", host_args=commands(sleeper),
-                                        cancellable=how == "cancellable",
-                                        use_pty=how == "pty")
-            assert [next(o.stdout).strip() for o in output] == ["started"] * HOSTS
-            wait_for(lambda: len(processes_with(sleeper)) >= HOSTS - len(QUICK),
-                     "every slow command running")
-            client.cancel(output)
-            client.join(output, timeout=30)
-            for i, host_out in enumerate(output):
-                if i in QUICK:
-                    # It may have been stopped while exiting: then it has no exit code.
-                    assert host_out.exit_code in (QUICK[i], None), host_out
-                else:
-                    assert host_out.exit_code is None, (
-                        f"{host_out.host}: a stopped command read as exit "
-                        f"{host_out.exit_code} (signal {host_out.exit_signal})")
-            assert gone(lambda: processes_with(sleeper)) == []
+            cancel_round(client, how)
     finally:
         client.close()
+
+
+def cancel_round(client, how: str) -> None:
+    sleeper = new_sleeper()
+    output = client.run_command("%s", host_args=commands(sleeper),
+                                cancellable=how == "cancellable", use_pty=how == "pty")
+    assert [next(o.stdout).strip() for o in output] == ["started"] * HOSTS
+    wait_for(lambda: len(processes_with(sleeper)) >= HOSTS - len(QUICK),
+             "every slow command running")
+    client.cancel(output)
+    client.join(output, timeout=30)
+    for i, host_out in enumerate(output):
+        if i in QUICK:
+            # It may have been stopped while exiting: then it has no exit code.
+            assert host_out.exit_code in (QUICK[i], None), host_out
+        else:
+            assert host_out.exit_code is None, (
+                f"{host_out.host}: a stopped command read as exit {host_out.exit_code} "
+                f"(signal {host_out.exit_signal})")
+    assert gone(lambda: processes_with(sleeper)) == []
 
 
 MODES = pytest.mark.parametrize("mode", [[], ["--processes", "2"]],
@@ -88,32 +91,36 @@ MODES = pytest.mark.parametrize("mode", [[], ["--processes", "2"]],
                          ids=["SIGINT", "SIGTERM"])
 def test_stopped_runs_never_write_success(group, tmp_path, mode, signum):
     for round_number in range(ROUNDS):
-        sleeper = new_sleeper()
         here = tmp_path / str(round_number)
         here.mkdir()
-        out = here / "out"
-        script = ["case \"$SSH_CONNECTION\" in"]
-        for i, command in enumerate(commands(sleeper)):
-            script.append(f"  *' {group.hosts[i]} '*) {command} ;;")
-        script.append("esac")
-        pssh = Pssh(["run", "-H", " ".join(group.hosts), *conn(group, here), *mode,
-                     "--output-dir", str(out), "--", "\n".join(script)], here)
-        try:
-            wait_for(lambda: len([p for p in processes_with(sleeper) if p != pssh.pid])
-                     >= HOSTS - len(QUICK), "every slow command running")
-            wait_for(lambda: all((out / f"{group.hosts[i]}.status").exists() for i in QUICK),
-                     "the quick hosts' status files")
-            pssh.signal(signum, whole_group=False)
-            assert pssh.wait() == EXIT[signum], pssh.stderr()
-        finally:
-            pssh.kill()
-        for i, host in enumerate(group.hosts):
-            status = (out / f"{host}.status").read_text().strip()
-            if i in QUICK:
-                assert status == f"exit {QUICK[i]}", (host, status)
-            else:
-                assert status in ("error: interrupted", "error: killed by signal TERM",
-                                  "error: killed by signal INT", "error: no exit status"), \
-                    (host, status, pssh.stderr())
-        assert gone(lambda: processes_with(sleeper)) == []
-        assert described(gone(lambda: in_session(pssh.pid))) == []
+        stopped_run(group, here, mode, signum)
+
+
+def stopped_run(group, here, mode, signum) -> None:
+    sleeper = new_sleeper()
+    out = here / "out"
+    script = ["case \"$SSH_CONNECTION\" in"]
+    for i, command in enumerate(commands(sleeper)):
+        script.append(f"  *' {group.hosts[i]} '*) {command} ;;")
+    script.append("esac")
+    pssh = Pssh(["run", "-H", " ".join(group.hosts), *conn(group, here), *mode,
+                 "--output-dir", str(out), "--", "\n".join(script)], here)
+    try:
+        wait_for(lambda: len([p for p in processes_with(sleeper) if p != pssh.pid])
+                 >= HOSTS - len(QUICK), "every slow command running")
+        wait_for(lambda: all((out / f"{group.hosts[i]}.status").exists() for i in QUICK),
+                 "the quick hosts' status files")
+        pssh.signal(signum, whole_group=False)
+        assert pssh.wait() == EXIT[signum], pssh.stderr()
+    finally:
+        pssh.kill()
+    for i, host in enumerate(group.hosts):
+        status = (out / f"{host}.status").read_text().strip()
+        if i in QUICK:
+            assert status == f"exit {QUICK[i]}", (host, status)
+        else:
+            assert status in ("error: interrupted", "error: killed by signal TERM",
+                              "error: killed by signal INT", "error: no exit status"), \
+                (host, status, pssh.stderr())
+    assert gone(lambda: processes_with(sleeper)) == []
+    assert described(gone(lambda: in_session(pssh.pid))) == []

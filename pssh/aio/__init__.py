@@ -33,7 +33,7 @@ asyncio runner, asyncio, ``ssh2``; never :mod:`pssh.clients` (gevent) or :mod:`p
 from pssh.aio import constants as _constants, sftp_errors as _sftp_errors
 from pssh.aio.callbacks import SSHClient
 from pssh.aio.connection import SSHClientConnection, connect, create_connection
-from pssh.aio.constants import *  # noqa: F401,F403  (asyncssh's protocol constants)
+from pssh.aio.constants import *  # noqa: F403  (asyncssh's protocol constants)
 from pssh.aio.constants import DataType, EXTENDED_DATA_STDERR
 from pssh.aio.exceptions import (ChannelListenError, ChannelOpenError, CompressionError,
                                  ConnectionLost, ConnectTimeout, DisconnectError, Error,
@@ -49,7 +49,7 @@ from pssh.aio.scp import scp
 from pssh.aio.session import (SSHClientChannel, SSHClientSession, SSHForwarder,
                               SSHTCPChannel, SSHTCPSession)
 from pssh.aio.sftp import SFTPAttrs, SFTPClient
-from pssh.aio.sftp_errors import *  # noqa: F401,F403  (SFTPError and one class per status)
+from pssh.aio.sftp_errors import *  # noqa: F403  (SFTPError and one class per status)
 from pssh.aio.sftp_errors import SFTPError
 
 __all__ = ["ChannelListenError", "ChannelOpenError", "CompressionError", "ConnectionLost",

@@ -1,4 +1,6 @@
 """Objects that can be awaited or used with ``async with`` (asyncssh's calling styles)."""
+from typing import Any
+
 
 
 class AwaitableContext:
@@ -8,7 +10,7 @@ class AwaitableContext:
 
     def __init__(self, coro) -> None:
         self._coro = coro
-        self._value = None
+        self._value: Any = None  # what the coroutine returned, once entered
 
     def __await__(self):
         return self._coro.__await__()

@@ -2,8 +2,9 @@
 
 ``conn, client = await create_connection(MyClient, host, port, **connect_args)``
 (:func:`pssh.aio.connection.create_connection`) connects as :func:`~pssh.aio.connect`
-does and tells a ``MyClient()`` of the connection's events: ``connection_made(conn)``, ``begin_auth(username)``,
-``auth_completed()``, ``connection_lost(exc)``. The client may also decide:
+does and tells a ``MyClient()`` of the connection's events: ``connection_made(conn)``,
+``begin_auth(username)``, ``auth_completed()``, ``connection_lost(exc)``. The client may
+also decide:
 
 - ``validate_host_public_key(host, addr, port, key)``: asked when the host is not in
   known_hosts (instead of the ``accept-new`` policy): True accepts the key (it is not
@@ -215,7 +216,9 @@ async def _kbdint_login(conn, methods) -> bool:
             name.decode(errors="replace"), instruction.decode(errors="replace"), "",
             [(str(p), bool(p.echo)) for p in prompts])
         if inspect.isawaitable(answers):
-            answers.close()
+            close = getattr(answers, "close", None)  # a coroutine's: never to be awaited
+            if close is not None:
+                close()
             raise TypeError("kbdint_challenge_received must answer at once here "
                             "(libssh2 asks from inside its own call): not a coroutine")
         return list(answers) if answers is not None else []

@@ -213,8 +213,10 @@ class SSHClientConnection:
         self._closed = asyncio.Event()
         self._jumps: Optional[JumpChain] = None  # ProxyJump hops of its own
         self._cleanups: set = set()  # tasks stopping remote commands
-        self._peername = _address(link.sock.getpeername)
-        self._sockname = _address(link.sock.getsockname)
+        sock = link.sock
+        assert sock is not None  # a connected link
+        self._peername = _address(sock.getpeername)
+        self._sockname = _address(sock.getsockname)
         #: The :class:`~pssh.aio.SSHClient` told of this connection's events (if any).
         self._client = client
         if client is not None:
@@ -359,8 +361,11 @@ class SSHClientConnection:
         cancelled :meth:`run`) stops them for sure even without a pty, where sshd
         leaves a command running when its channel closes (see :mod:`pssh.core.cancel`).
         """
-        marker = new_marker() if cancellable and command is not None else None
-        sent = with_marker(command, marker) if marker else command
+        marker: Optional[str] = None
+        sent = command
+        if cancellable and command is not None:
+            marker = new_marker()
+            sent = with_marker(command, marker)
         streams = await self._open(sent, env, term_type, term_size, subsystem)
         streams.core.marker = marker
         process = SSHClientProcess(streams, command, encoding, errors,

@@ -44,8 +44,11 @@ class Error(exc.PSSHError):
         exc.PSSHError.__init__(self, *args, host=host, port=port)
         if isinstance(self, OSError):
             # The classes that are also built-in OSErrors: OSError reads two or more
-            # arguments as (errno, strerror, ...); keep ours as given.
-            self.args, self.errno, self.strerror, self.filename = args, None, reason, None
+            # arguments as (errno, strerror, ...); keep ours as given. (Set through a name
+            # of the OSError type: they are OSError's fields, not ones of this class.)
+            os_error: OSError = self
+            os_error.args, os_error.errno, os_error.strerror, os_error.filename = \
+                args, None, reason, None
         self.code = code
         self._reason = reason
         self.lang = lang
@@ -127,7 +130,8 @@ class ChannelOpenError(Error, exc.SessionError):
     (``OPEN_CONNECT_FAILED`` ...). Listeners' session factories raise it to refuse."""
 
 
-class TCPChannelOpenError(ChannelOpenError, exc.ProxyTargetError):
+# The ignore: as for ProxyTargetError, PSSHError's ``message`` property wins, as intended.
+class TCPChannelOpenError(ChannelOpenError, exc.ProxyTargetError):  # type: ignore[override]
     """The server could not make a TCP connection asked for (``open_connection``,
     ``create_connection``, a forwarded port): a :class:`ChannelOpenError` and the gevent
     client's :class:`~pssh.exceptions.ProxyTargetError`."""

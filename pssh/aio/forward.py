@@ -75,6 +75,10 @@ class _Forwarding:
     async def _finished(self) -> None:
         await RUNNER.run(self._task.join())
 
+    async def wait_closed(self) -> None:
+        """Wait for the forward to end."""
+        await self._finished()
+
     async def __aenter__(self):
         return self
 

@@ -110,10 +110,11 @@ def _awaiting(coro):
     """A core procedure that runs an asyncio coroutine of this front end (the listener's
     accept loop hands each connection to factories that may be coroutines)."""
     future = asyncio.ensure_future(coro)
+    # One event and one callback for the future's life (the event stays set once set).
+    done = Event()
+    future.add_done_callback(lambda _: done.set())
     try:
         while not future.done():
-            done = Event()
-            future.add_done_callback(lambda _: done.set())
             yield WaitFor(done, None)
     finally:
         future.cancel()

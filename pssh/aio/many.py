@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import AsyncIterator, Iterable, List, Optional
+from typing import AsyncIterator, Dict, Iterable, List, Optional
 
 from pssh import exceptions as exc
 from pssh.aio.connection import connect
@@ -77,7 +77,7 @@ async def _run_one(host: str, command: str, check: bool, connect_args: dict):
 async def gather_hosts(hosts: Iterable[str], command: str, **kwargs) -> List[HostResult]:
     """:func:`run_on_hosts` collected: one :class:`HostResult` per host, in host order."""
     hosts = list(hosts)
-    results = {}
+    results: Dict[str, List[HostResult]] = {}
     async for item in run_on_hosts(hosts, command, **kwargs):
         results.setdefault(item.host, []).append(item)
     return [results[host].pop(0) for host in hosts]

@@ -18,7 +18,7 @@ from typing import AsyncIterator, Callable, Optional, Tuple, Union
 from pssh import exceptions as exc
 from pssh.aio.exceptions import TimeoutError, _returncode, connection_errors
 from pssh.core.link import Link
-from pssh.core.streams import CommandStreams
+from pssh.core.streams import CommandStreams, StreamBuffer
 from pssh.core.deadlines import UNSET, deadline_after, remaining
 from pssh.runners.asyncio import RUNNER
 
@@ -28,7 +28,7 @@ from pssh.runners.asyncio import RUNNER
 class SSHCompletedProcess:
     """What :meth:`SSHClientConnection.run` returns (asyncssh's fields)."""
 
-    command: str
+    command: Optional[str]  # None: the login shell
     exit_status: Optional[int]
     #: ``(signal name, core dumped, message, language)`` if killed by a signal, else None.
     exit_signal: Optional[tuple]
@@ -50,7 +50,8 @@ class ChannelStreams:
         self.link = link
         self.channel = channel
         self.read_timeout = read_timeout
-        self.core = CommandStreams(link, channel)
+        self._buffers = (StreamBuffer(), StreamBuffer())  # stdout, stderr
+        self.core = CommandStreams(link, channel, *self._buffers)
         self.core.auto_finish = False  # closed by wait() / finish(), as asyncssh's are
 
     @property
@@ -76,14 +77,14 @@ class ChannelStreams:
     async def chunk(self, stream: int) -> bytes:
         """The next chunk of ``stream``; b"" once it has ended."""
         await self._run(self.core.fill(stream, deadline_after(self.read_timeout)))
-        return self.core.buffers[stream].next_chunk()
+        return self._buffers[stream].next_chunk()
 
     async def any_chunk(self) -> Tuple[int, bytes]:
         """The next chunk of either stream, as ``(stream, data)``; ``(-1, b"")`` once both
         have ended (or the channel was closed)."""
         await self._run(self.core.fill_any(None))
         for stream in (0, 1):
-            buffer = self.core.buffers[stream]
+            buffer = self._buffers[stream]
             if buffer.has_data():
                 return stream, buffer.next_chunk()
         return -1, b""
@@ -251,7 +252,7 @@ class SSHClientProcess:
     """A running command (asyncssh's ``SSHClientProcess``): ``stdin``, ``stdout``,
     ``stderr``, ``await wait()`` for the :class:`SSHCompletedProcess`."""
 
-    def __init__(self, streams: ChannelStreams, command: str, encoding: Optional[str],
+    def __init__(self, streams: ChannelStreams, command: Optional[str], encoding: Optional[str],
                  errors: str = "strict", stopper: Optional[Callable] = None,
                  env=None) -> None:
         self._streams = streams
@@ -320,8 +321,8 @@ class SSHClientProcess:
         finally:
             for task in self._redirects:
                 task.cancel()
-        out, err = self._collect()
-        return SSHCompletedProcess(self.command, self.exit_status, self.exit_signal, out, err)
+        out, errout = self._collect()
+        return SSHCompletedProcess(self.command, self.exit_status, self.exit_signal, out, errout)
 
     def _collect(self) -> Tuple[Union[str, bytes], Union[str, bytes]]:
         """The output received and not yet read, decoded (consumed)."""
@@ -342,6 +343,7 @@ class SSHClientProcess:
         """
         if not isinstance(signal, str):
             signal = _signal.Signals(signal).name[3:]
+        assert self._stopper is not None  # the connection gives every process one
         return self._stopper(signal.upper().removeprefix("SIG"))
 
     def terminate(self) -> "asyncio.Task":

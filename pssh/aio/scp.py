@@ -5,8 +5,9 @@ connection is then made with ``connect()``'s keyword arguments and closed after)
 as in asyncssh; the other side is a local path (a directory: the file keeps its
 name). The transfers are the session core's (:mod:`pssh.core.scp`): a download
 lands in a temporary file renamed over the target when complete (with the remote
-permission bits less the umask, and the remote times); an upload keeps the local mode but not its times (libssh2 sends
-them, yet OpenSSH's ``scp -t`` leaves the upload time: checked by the tests), and
+permission bits less the umask, and the remote times); an upload keeps the local mode
+but not its times (libssh2 sends them, yet OpenSSH's ``scp -t`` leaves the upload time:
+checked by the tests), and
 a failed one is removed again.
 """
 from __future__ import annotations

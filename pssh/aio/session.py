@@ -174,11 +174,10 @@ class SSHTCPChannel:
         self._session = session
         session.connection_made(self)
         session.session_started()
-        self._pump = asyncio.ensure_future(self._run())
+        self._pump = asyncio.ensure_future(self._run(session))
 
-    async def _run(self) -> None:
+    async def _run(self, session: SSHTCPSession) -> None:
         error: Optional[Exception] = None
-        session = self._session
         decoders = {s: codecs.getincrementaldecoder(self._encoding)(self._errors)
                     for s in (0, 1)} if self._encoding else None
         try:
@@ -211,7 +210,7 @@ class SSHTCPChannel:
             self._closed.set()
             session.connection_lost(error)
 
-    async def _open(self, session_factory: Callable, *args) -> SSHTCPSession:
+    async def _open(self, session_factory: Callable, *args) -> Optional[SSHTCPSession]:
         """Make the session with ``session_factory(*args)`` (awaited if it returns an
         awaitable) and start it; a failing factory closes the channel."""
         try:
@@ -273,6 +272,7 @@ class SSHClientChannel(SSHTCPChannel):
     def send_signal(self, signal: str) -> asyncio.Task:
         """Send ``signal`` (``"TERM"``, ``"INT"`` ...) to the command (see
         :meth:`~pssh.aio.SSHClientProcess.send_signal`)."""
+        assert self._stopper is not None  # the connection gives every command channel one
         return self._stopper(signal.upper().removeprefix("SIG"))
 
     def terminate(self) -> asyncio.Task:
@@ -307,19 +307,21 @@ class SSHForwarder(SSHTCPSession):
 
     def connection_made(self, chan: SSHTCPChannel) -> None:
         self._chan = chan
-        self._upstream = asyncio.ensure_future(self._from_local())
+        self._upstream = asyncio.ensure_future(self._from_local(chan))
 
-    async def _from_local(self) -> None:
+    async def _from_local(self, chan: SSHTCPChannel) -> None:
         try:
             while data := await self._reader.read(65536):
-                self._chan.write(data)
-                await self._chan._writer.drain()
-            self._chan.write_eof()
+                chan.write(data)
+                await chan._writer.drain()
+            chan.write_eof()
         except (OSError, exc.PSSHError, ssh2_exc.SSH2Error) as err:
             log.debug("forwarded connection: local side ended: %s", err)
-            self._chan.close()
+            chan.close()
 
-    def data_received(self, data: bytes, datatype: DataType) -> None:
+    # The ignore: a forwarded channel has no encoding, so its data are bytes.
+    def data_received(self, data: bytes,  # type: ignore[override]
+                      datatype: DataType) -> None:
         self._writer.write(data)
 
     def eof_received(self) -> bool:

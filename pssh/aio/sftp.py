@@ -18,7 +18,7 @@ from typing import Callable, List, Optional
 
 from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
-from pssh.aio.sftp_errors import SFTPInvalidFilename, sftp_error
+from pssh.aio.sftp_errors import SFTPError, SFTPInvalidFilename, sftp_error
 from pssh.core import sftp as core_sftp, tree as core_tree
 from pssh.core.partial_files import NEW_FILE, PRESERVE
 from ssh2 import exceptions as ssh2_exc
@@ -60,8 +60,9 @@ def _asyncssh_error(conn, what: str, err: exc.PSSHError) -> BaseException:
     """The core's SFTP error as asyncssh's class for the server's status, with the core's
     words for what went wrong."""
     cause = err.__cause__ if isinstance(err.__cause__, ssh2_exc.SSH2Error) else err
-    cls = type(sftp_error(conn.host, conn.port, what, cause,
-                          io=isinstance(err, exc.SFTPIOError)))
+    # A status's class: built from (reason, ...), its code being the class's.
+    cls: Callable[..., SFTPError] = type(sftp_error(conn.host, conn.port, what, cause,
+                                                    io=isinstance(err, exc.SFTPIOError)))
     return cls(err.reason, host=conn.host, port=conn.port)
 
 

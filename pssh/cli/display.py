@@ -82,7 +82,8 @@ class Display:
 
     def __init__(self, total: int, *, title: str, interactive: Optional[bool] = None,
                  colour: Optional[bool] = None, show_bytes: bool = False,
-                 out: TextIO = None, err: TextIO = None, raw: bool = False) -> None:
+                 out: Optional[TextIO] = None, err: Optional[TextIO] = None,
+                 raw: bool = False) -> None:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         # What reaches a terminal passes through these (--raw: as it came).
@@ -110,7 +111,7 @@ class Display:
             self._live = Live(self._bar(), console=self._err_console, auto_refresh=False,
                               transient=True, redirect_stdout=False, redirect_stderr=False)
             self._live.start()
-            self._ticker = gevent.spawn(self._tick)
+            self._ticker = gevent.spawn(self._tick, self._live)
         return self
 
     def __exit__(self, *exc_info) -> None:
@@ -120,9 +121,9 @@ class Display:
             self._live.stop()
             self._live = None
 
-    def _tick(self) -> None:
+    def _tick(self, live: Live) -> None:
         while True:
-            self._live.update(self._bar(), refresh=True)
+            live.update(self._bar(), refresh=True)
             gevent.sleep(0.1)
 
     def _bar(self) -> Group:
@@ -178,7 +179,7 @@ class Display:
 
     def text(self, line: str, style: Optional[str] = None) -> None:
         """A line of output of our own (gathered views, diffs: hosts' lines inside)."""
-        self._print(Text(self._for_out(line), style=style))
+        self._print(Text(self._for_out(line), style=style or ""))
 
     def ping(self, result: HostResult) -> None:
         """``pssh ping``: one line per host as it answers."""

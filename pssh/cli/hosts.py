@@ -11,7 +11,7 @@ import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
 
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
 MAX_HOSTS = 100_000
@@ -119,7 +119,8 @@ def parse_hosts(tokens: Iterable[str], _reading: Tuple[str, ...] = ()) -> List[H
 def exclude(hosts: Sequence[HostSpec], patterns: Iterable[str]) -> List[HostSpec]:
     """``hosts`` without those matching any pattern: a host set (``web[01-04]``) or a
     shell glob (``db*``)."""
-    names, globs = set(), []
+    names: Set[str] = set()
+    globs: List[str] = []
     for pattern in patterns:
         for token in pattern.replace(",", " ").split():
             if any(c in token for c in "*?") and "[" not in token:
@@ -151,7 +152,7 @@ def fold(names: Iterable[str]) -> str:
 
 def _fold_once(names: List[str]) -> List[str]:
     groups: Dict[Tuple[str, str, int], List[Tuple[int, str]]] = defaultdict(list)
-    order: List[object] = []
+    order: List[Union[str, Tuple[str, str, int]]] = []
     for name in names:
         numbers = [m for m in _NUMBER_OR_RANGE.finditer(name) if m.group().isdigit()]
         if not numbers:
@@ -187,11 +188,13 @@ def _fold_once(names: List[str]) -> List[str]:
 
 def _ranges(values: List[int], width: int) -> str:
     spans, start = [], values[0]
-    for previous, value in zip(values, values[1:] + [None]):
-        if value != previous + 1 if value is not None else True:
+    following: List[Optional[int]] = [*values[1:], None]
+    for previous, value in zip(values, following):
+        if value is None or value != previous + 1:
             spans.append(str(start).zfill(width) if start == previous
                          else f"{str(start).zfill(width)}-{str(previous).zfill(width)}")
-            start = value
+            if value is not None:
+                start = value
     return ",".join(spans)
 
 

@@ -178,7 +178,8 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0,
                          help="print pssh2's version and its libssh2's, then exit")
 
-    def __call__(self, parser, namespace, values, option_string=None) -> NoReturn:
+    def __call__(self, parser: argparse.ArgumentParser, namespace, values,
+                 option_string=None) -> NoReturn:
         import ssh2
         import ssh2.session
         import ssh2.utils
@@ -251,7 +252,9 @@ def build() -> argparse.ArgumentParser:
 def parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = build()
     args = parser.parse_args(argv)
-    sub = parser._subparsers._group_actions[0].choices[args.subcommand]  # for error()
+    # For error(): argparse has no public way to a subcommand's parser.
+    sub = parser._subparsers._group_actions[0].choices[  # type: ignore[union-attr, index]
+        args.subcommand]
     try:
         _check(args)
     except UsageError as err:

@@ -112,6 +112,12 @@ class Pipeline:
         self._over = Event()
         self._signals = RunSignals(self._say_who_runs, self._stop)
 
+    @property
+    def _executor(self) -> Executor:
+        """The run's executor: :meth:`run` makes it before any host starts."""
+        assert self.executor is not None
+        return self.executor
+
     # -- the run ---------------------------------------------------------------------
 
     def run(self, make_executor: Callable[[HostEvents], Executor]) -> int:
@@ -158,10 +164,10 @@ class Pipeline:
                     gevent.get_hub().loop.update_now()
                     running.timer = gevent.spawn_later(self.args.timeout, self._time_out,
                                                        index)
-                self.executor.start(index)
+                self._executor.start(index)
             if self._next == len(self.hosts) and not self._all_started:
                 self._all_started = True
-                self.executor.done_starting()
+                self._executor.done_starting()
         finally:
             self._starting = False
         if self._all_started and not self._running and self._signals.stopping is None:
@@ -171,7 +177,7 @@ class Pipeline:
         running = self._running.get(index)
         if running is not None:
             running.timed_out = f"did not finish within {self.args.timeout} s"
-            self.executor.cancel(index, exc.Timeout(running.timed_out, running.result.host))
+            self._executor.cancel(index, exc.Timeout(running.timed_out, running.result.host))
 
     # -- what executors report -------------------------------------------------------
 

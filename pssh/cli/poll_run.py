@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import sys
-from typing import List
+from typing import TYPE_CHECKING, List, Optional, Union
 
 import gevent
 
@@ -22,6 +22,10 @@ from pssh.cli.run import run as run_command
 from pssh.cli.signals import RunSignals, Stopped
 from pssh.config import HostConfig
 from pssh.options import ConnectOptions
+
+if TYPE_CHECKING:
+    from pssh.poll.poller import Poller
+    from pssh.poll.shards import ShardedPoller
 
 log = logging.getLogger("pssh.cli")
 
@@ -37,7 +41,7 @@ class _Signals(RunSignals):
 
     def __init__(self) -> None:
         super().__init__(self._status, self._stop)
-        self.poller = None
+        self.poller: Optional[Union[Poller, ShardedPoller]] = None
         self._main = gevent.getcurrent()
 
     def _status(self) -> None:
@@ -109,6 +113,7 @@ def _poll_with(args, hosts: List[HostSpec], connect: ConnectOptions, config,
     common = dict(buckets=args.bucket_rule, sinks=sinks, health_interval=args.health_interval,
                   workers_per_bucket=args.workers)
     names = [h.host for h in hosts]
+    poller: Union[Poller, ShardedPoller]
     try:
         if args.processes is not None or args.scheduler is not None:
             poller = ShardedPoller(names, checks, processes=args.processes,

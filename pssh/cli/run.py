@@ -13,12 +13,12 @@ import logging
 import os
 import signal
 import sys
-from typing import Iterator, List, Tuple
+from typing import Callable, Iterator, List, Tuple
 
 from pssh.cli import options
 from pssh.cli.display import Display
 from pssh.cli.hosts import HostSpec, UsageError, exclude, parse_hosts, read_hosts_file
-from pssh.cli.pipeline import Pipeline
+from pssh.cli.pipeline import Executor, Pipeline
 from pssh.cli.signals import Stopped
 from pssh.options import ConnectOptions
 from pssh.ssh_config import SSHConfig, SSHConfigError, load
@@ -54,7 +54,8 @@ def run(args, execute=None) -> int:
             return (execute or _execute)(args, hosts, _connect_options(args, base),
                                          _ssh_config(args, config))
     except UsageError as err:
-        args.error(str(err))
+        args.error(str(err))  # exits: the subcommand parser's error()
+        raise  # not reached
     except Stopped as stopped:
         sys.stderr.write("pssh: interrupted\n" if stopped.signum == signal.SIGINT
                          else "pssh: terminated\n")
@@ -161,9 +162,12 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
     for: a Dask cluster (``--scheduler``) or the parallel client (sharded with
     ``--processes``)."""
     _check_paths(args)
+    make: Callable[..., Executor]
     if args.scheduler is not None:
-        from pssh.cli.cluster import ClusterExecutor as Executor  # Dask only for this
+        from pssh.cli.cluster import ClusterExecutor  # Dask only for this
+        make = ClusterExecutor
     else:
-        from pssh.cli.executors import ClientExecutor as Executor
+        from pssh.cli.executors import ClientExecutor
+        make = ClientExecutor
     pipeline = Pipeline(args, [h.label for h in hosts], _display(args, hosts))
-    return pipeline.run(lambda events: Executor(args, hosts, connect, config, events))
+    return pipeline.run(lambda events: make(args, hosts, connect, config, events))

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Callable, Optional
+from typing import Callable, Optional, TypeVar
 
 import gevent
 
@@ -39,7 +39,10 @@ class Stopped(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
-        self.code = EXIT_CODES[signum]
+        self.code = EXIT_CODES[signal.Signals(signum)]
+
+
+_Self = TypeVar("_Self", bound="RunSignals")  # a subclass's ``with`` gives that subclass
 
 
 class RunSignals:
@@ -56,7 +59,7 @@ class RunSignals:
         self.stopping: Optional[int] = None  # the signal that stops the run
         self._handlers: list = []
 
-    def __enter__(self) -> "RunSignals":
+    def __enter__(self: _Self) -> _Self:
         self._handlers = [gevent.signal_handler(signum, self._signalled, signum)
                           for signum in EXIT_CODES]
         return self

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Protocol
 
 from gevent.event import Event
 
@@ -22,6 +22,13 @@ from pssh.core.streams import CommandStreams
 from pssh.core.deadlines import UNSET, remaining
 
 log = logging.getLogger("pssh.reader")
+
+
+class Source(Protocol):
+    """What fills a buffer on demand: a :class:`ChannelReader`, or a
+    :class:`CommandOutput` for output that comes from elsewhere."""
+
+    def fill(self, stream: int, deadline: Optional[float]) -> None: ...
 
 
 class ConcurrentRWBuffer:
@@ -34,7 +41,7 @@ class ConcurrentRWBuffer:
 
     __slots__ = ("_chunks", "eof", "_unread_data", "_source", "_stream", "_held")
 
-    def __init__(self, source: Optional["ChannelReader"] = None, stream: int = 0) -> None:
+    def __init__(self, source: Optional[Source] = None, stream: int = 0) -> None:
         self._chunks: deque = deque()
         self._held = 0
         self._unread_data = Event()

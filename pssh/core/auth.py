@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import List, NamedTuple, Optional, Sequence, Type, Union
+from typing import List, NamedTuple, Optional, Protocol, Sequence, Type, Union
 
 from pssh.core import errors as exc
 from pssh.core.handshake import Attempt
@@ -32,6 +32,7 @@ from pssh.core.waits import Procedure, Sleep
 from pssh.core.keys import inspect_key, inspect_key_file
 from pssh.core.login import (Attempt as LoginCall, accepted, agent_attempts, disconnect_agent,
                         key_data_attempt, key_errors, key_file_attempts, password_attempt)
+from pssh.core.settings import Resolved
 from ssh2 import exceptions as ssh2_exc
 
 log = logging.getLogger("pssh.core.auth")
@@ -67,7 +68,7 @@ class Credentials:
         self.cert_file = cert_file
 
     @classmethod
-    def of(cls, resolved) -> "Credentials":
+    def of(cls, resolved: Resolved) -> "Credentials":
         """The login a host's resolved settings (:class:`~pssh.options.Resolved`) ask
         for: its ``pkey``, password, agent, identity files (the ssh config's, else
         :data:`DEFAULT_IDENTITIES`), keyboard-interactive and certificate."""
@@ -100,6 +101,20 @@ class KeyErrors(NamedTuple):
     unreadable: Type[Exception] = exc.PKeyFileError   # a directory, not a key, damaged
     encrypted: Type[Exception] = exc.PKeyFileError    # encrypted, no passphrase given
     passphrase: Type[Exception] = exc.PKeyFileError   # the passphrase does not open it
+
+
+class Logins(Protocol):
+    """The login methods :func:`login` tries, each a procedure that returns once logged
+    in and raises otherwise: :class:`LoginMethods`, or a front end's own (parallel-ssh's
+    client routes them through its overridable methods)."""
+
+    def key(self, key: Key) -> Procedure[None]: ...
+
+    def agent(self) -> Procedure[None]: ...
+
+    def identities(self) -> Procedure[None]: ...
+
+    def password(self) -> Procedure[None]: ...
 
 
 class LoginMethods:
@@ -163,7 +178,8 @@ class LoginMethods:
                         log.debug("%s: %s refused: %s", link.host, login.what, err)
                 yield from self.call(key)
         except exc.PSSHError as err:
-            raise _at(err, link)
+            _at(err, link)  # names the host on ``err`` itself, which goes on as it was
+            raise
 
     def key_data(self, data: bytes) -> Procedure[None]:
         # Key data is not a file: with parallel-ssh's errors its problems are failed
@@ -221,11 +237,12 @@ class LoginMethods:
 
     def password(self) -> Procedure[None]:
         creds = self.creds
+        assert creds.password is not None  # login() tries this method only with a password
         yield from self.call(password_attempt(self.link.session, creds.user, creds.password,
                                               creds.keyboard_interactive))
 
 
-def login(link: Link, creds: Credentials, methods) -> Procedure[None]:
+def login(link: Link, creds: Credentials, methods: Logins) -> Procedure[None]:
     """Log in with the methods in the order this module describes; raises
     :class:`~pssh.exceptions.AuthenticationError` (naming the host and what was tried)
     when none is accepted."""
@@ -267,8 +284,9 @@ def login(link: Link, creds: Credentials, methods) -> Procedure[None]:
     yield from methods.password()
 
 
-def login_retrying(link: Link, creds: Credentials, methods, attempt: Attempt,
-                   num_retries: int, retry_delay: float, first_try: int = 1
+def login_retrying(link: Link, creds: Credentials, methods: Logins, attempt: Attempt,
+                   num_retries: Optional[int], retry_delay: Optional[float],
+                   first_try: int = 1
                    ) -> Procedure[None]:
     """:func:`login`, tried again on the same connection after a failure, at most
     ``num_retries`` times in all (a timeout, lost connection or unusable key file is
@@ -284,7 +302,7 @@ def login_retrying(link: Link, creds: Credentials, methods, attempt: Attempt,
             raise
         except Exception as err:
             if try_no < tries:
-                yield Sleep(retry_delay)
+                yield Sleep(retry_delay or 0.0)
                 continue
             user = creds.user.replace("%", "%%")
             raise exc.AuthenticationError(
@@ -303,5 +321,5 @@ def _at(err: exc.PSSHError, link: Link) -> exc.PSSHError:
     return exc.with_host(err, link.host, link.port)
 
 
-__all__ = ["Credentials", "DEFAULT_IDENTITIES", "KeyErrors", "LoginMethods", "login",
+__all__ = ["Credentials", "DEFAULT_IDENTITIES", "KeyErrors", "LoginMethods", "Logins", "login",
            "login_retrying"]

@@ -5,9 +5,13 @@ libssh2 already holds is moved the same way for both.
 """
 from __future__ import annotations
 
-from typing import Callable, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Optional, Tuple
 
 from ssh2 import exceptions as ssh2_exc
+
+if TYPE_CHECKING:  # the bindings' types, for annotations only
+    from ssh2.channel import Channel
+    from ssh2.sftp import SFTP
 
 #: Bytes asked for per read: bulk output needs few calls, polls stay short.
 CHUNK = 65536
@@ -16,7 +20,7 @@ CHUNK = 65536
 MAX_PER_CALL = 16 * CHUNK
 
 
-def read_available(channel, stream: int, append: Callable[[bytes], None],
+def read_available(channel: Channel, stream: int, append: Callable[[bytes], None],
                    enough: Optional[Callable[[], bool]] = None,
                    most: Optional[int] = MAX_PER_CALL) -> Tuple[bool, bool]:
     """Hand what libssh2 holds for ``stream`` (0 stdout, 1 stderr) to ``append`` until it
@@ -40,13 +44,13 @@ def read_available(channel, stream: int, append: Callable[[bytes], None],
     return progress, False
 
 
-def data_pending(channel) -> bool:
+def data_pending(channel: Channel) -> bool:
     """Whether libssh2 already holds data or EOF for ``channel``: reading one stream can pull
     the other's packets off the socket, which would then never become readable for them."""
     return bool(channel.poll_channel_read(1)) or channel.eof()
 
 
-def raise_if_ended(channel, what: str) -> None:
+def raise_if_ended(channel: Optional[Channel], what: str) -> None:
     """Raise :class:`ssh2.exceptions.ChannelClosedError`, naming ``what``, if the server has
     ended ``channel`` (sent its end of file, nothing left to read).
 
@@ -58,11 +62,11 @@ def raise_if_ended(channel, what: str) -> None:
                                           f"channel is closed")
 
 
-def end_check(channel, what: str) -> Callable[[], None]:
+def end_check(channel: Channel, what: str) -> Callable[[], None]:
     """:func:`raise_if_ended` for ``channel``, as a check to make before each wait."""
     return lambda: raise_if_ended(channel, what)
 
 
-def sftp_end_check(sftp) -> Callable[[], None]:
+def sftp_end_check(sftp: SFTP) -> Callable[[], None]:
     """The check for requests of SFTP session ``sftp`` (its channel looked up when needed)."""
     return lambda: raise_if_ended(sftp.get_channel(), "the SFTP session")

@@ -8,20 +8,25 @@ refuses "signal" requests for some logins (root's here).
 from __future__ import annotations
 
 import logging
-from typing import Mapping, Optional, Tuple
+from typing import TYPE_CHECKING, Mapping, Optional, Tuple
 
 from pssh.core import errors as exc
 from pssh.core.cancel import kill_script
 from pssh.core.link import Link
 from pssh.core.streams import CommandStreams
 from pssh.core.waits import Procedure
-from pssh.core.deadlines import UNSET, deadline_after, remaining
+from pssh.core.deadlines import Limit, UNSET, deadline_after, remaining
 from ssh2 import exceptions as ssh2_exc
+
+if TYPE_CHECKING:  # the bindings' types, for annotations only
+    from pssh.core.forwarding import AgentForwarding
+    from ssh2.channel import Channel
 
 log = logging.getLogger("pssh.core.commands")
 
 
-def open_channel(link: Link, agent=None, timeout=UNSET) -> Procedure[object]:
+def open_channel(link: Link, agent: Optional[AgentForwarding] = None,
+                 timeout: Limit = UNSET) -> Procedure[Channel]:
     """A new session channel (agent forwarding asked for on it when ``agent`` is an
     :class:`~pssh.core.forwarding.AgentForwarding`), within ``timeout`` (default: the
     link's request timeout); :class:`~pssh.exceptions.SessionError` if it cannot be
@@ -43,8 +48,8 @@ def open_channel(link: Link, agent=None, timeout=UNSET) -> Procedure[object]:
     return channel
 
 
-def start(link: Link, channel, command: Optional[bytes], *, pty: Optional[Tuple] = None,
-          env: Optional[Mapping[str, str]] = None, timeout=UNSET) -> Procedure[None]:
+def start(link: Link, channel: Channel, command: Optional[bytes], *, pty: Optional[Tuple] = None,
+          env: Optional[Mapping[str, str]] = None, timeout: Limit = UNSET) -> Procedure[None]:
     """Start ``command`` on ``channel`` (``None``: the login shell): environment
     variables first, then a pseudo terminal (``pty``: ``(term, width, height)``, or
     ``()`` for libssh2's default), then the command; all within ``timeout`` (default:
@@ -66,8 +71,9 @@ def start(link: Link, channel, command: Optional[bytes], *, pty: Optional[Tuple]
 
 
 def start_command(link: Link, command: Optional[bytes], *, pty: Optional[Tuple] = None,
-                  env: Optional[Mapping[str, str]] = None, agent=None,
-                  timeout=UNSET) -> Procedure[object]:
+                  env: Optional[Mapping[str, str]] = None,
+                  agent: Optional[AgentForwarding] = None,
+                  timeout: Limit = UNSET) -> Procedure[Channel]:
     """A new channel running ``command``: opening it and starting the command are
     bounded by ``timeout`` (default: the link's request timeout) as a whole. A failure
     after the channel opened closes it again."""

@@ -14,6 +14,7 @@ from typing import List, Optional
 from pssh.core import errors as exc
 from pssh.core.waits import Connect, Procedure, Resolve, Sleep
 from pssh.core.deadlines import deadline_after, remaining
+from pssh.core.settings import Resolved
 
 log = logging.getLogger("pssh.core.connect")
 
@@ -26,7 +27,7 @@ class Destination:
                  "connect_timeout")
 
     def __init__(self, host: str, hostname: str, port: int, ipv6_only: bool = False,
-                 num_retries: int = 1, retry_delay: float = 0.0,
+                 num_retries: Optional[int] = 1, retry_delay: Optional[float] = 0.0,
                  connect_timeout: Optional[float] = None) -> None:
         self.host = host
         self.hostname = hostname
@@ -37,7 +38,7 @@ class Destination:
         self.connect_timeout = connect_timeout
 
     @classmethod
-    def of(cls, host: str, resolved) -> "Destination":
+    def of(cls, host: str, resolved: Resolved) -> "Destination":
         """From a :class:`~pssh.options.Resolved` for ``host``."""
         o = resolved.options
         return cls(host, resolved.hostname, resolved.port, bool(o.ipv6_only), o.num_retries,
@@ -67,7 +68,7 @@ def resolve(dest: Destination, deadline: Optional[float]) -> Procedure[List[tupl
 
 
 def connect_any(dest: Destination, infos: List[tuple], deadline: Optional[float]
-                ) -> Procedure[object]:
+                ) -> Procedure[socket.socket]:
     """A socket connected to the first address that accepts; refused addresses are
     skipped (:class:`~pssh.exceptions.ConnectionRefused` when all refuse); any other
     failure is raised as it is (``OSError``; ``None`` socket: out of time)."""
@@ -88,7 +89,7 @@ def connect_any(dest: Destination, infos: List[tuple], deadline: Optional[float]
                                 dest.host, dest.port)
 
 
-def open_socket(dest: Destination, first_try: int = 1) -> Procedure[object]:
+def open_socket(dest: Destination, first_try: int = 1) -> Procedure[socket.socket]:
     """Resolve and connect, retrying as :class:`Destination` says; each attempt within
     the connect timeout. Errors name the host and the attempt ("try 2 of 3")."""
     tries = dest.num_retries

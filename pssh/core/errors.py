@@ -27,12 +27,16 @@ from __future__ import annotations
 
 import builtins
 import re
-from typing import Any, Dict, Optional
+from types import TracebackType
+from typing import Any, Dict, Literal, Optional, Type, TypeVar
 
 from ssh2 import exceptions as ssh2_exc
 
 #: Where users import these classes from (parallel-ssh's module): see the end of this file.
 PUBLIC_HOME = "pssh.exceptions"
+
+
+_Self = TypeVar("_Self", bound="PSSHError")  # at() makes an error of the class it is called on
 
 
 class PSSHError(Exception):
@@ -51,7 +55,8 @@ class PSSHError(Exception):
         self.port = port
 
     @classmethod
-    def at(cls, host: Optional[str], port: Optional[int], text: str, *details: Any):
+    def at(cls: Type[_Self], host: Optional[str], port: Optional[int], text: str,
+           *details: Any) -> _Self:
         """``cls("%s:%s: %s", host, port, text, *details)``: an error at ``host:port``
         with ``args`` in parallel-ssh's order (message, host, port, ...)."""
         return cls("%s:%s: %s", host, port, text, *details, host=host, port=port)
@@ -158,7 +163,7 @@ class ConnectionRefused(ConnectionError, builtins.ConnectionRefusedError):
     ``str()`` names the host.
     """
 
-    def __init__(self, errno: int, strerror: str, host: str, port: int):
+    def __init__(self, errno: Optional[int], strerror: Optional[str], host: str, port: int):
         PSSHError.__init__(self, errno, strerror, host, port, host=host, port=port)
         self._keep_args((errno, strerror, host, port), errno, strerror)
 
@@ -179,7 +184,8 @@ class Timeout(PSSHError):
 
 
 class ConnectTimeout(ConnectionError, Timeout):
-    """Connecting timed out: a :class:`ConnectionError`, as in parallel-ssh, and a :class:`Timeout`."""
+    """Connecting timed out: a :class:`ConnectionError`, as in parallel-ssh, and a
+    :class:`Timeout`."""
 
 
 class AuthenticationError(PSSHError):
@@ -229,7 +235,10 @@ class ProxyError(PSSHError):
     """The proxy (jump) host failed (``args``: message, cause)."""
 
 
-class ProxyTargetError(ProxyError, ConnectionError, ssh2_exc.SocketRecvError):
+# The ignore: ``message`` is PSSHError's formatted one (a property), which the order of
+# the bases makes win over SSH2Error's attribute, as intended.
+class ProxyTargetError(ProxyError, ConnectionError,  # type: ignore[override]
+                       ssh2_exc.SocketRecvError):
     """The jump host is up but cannot reach the target: a :class:`ProxyError` and a
     :class:`ConnectionError` to the target.
 
@@ -293,7 +302,7 @@ class LocalOSError(OSError):
     def reason(self) -> str:
         return super().__str__()
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         # Rebuilt from the built-in class it stands for: the generated class has no
         # importable name (processes=N send errors to the parent pickled).
         return (_local_os_error, (self._base, self.args, self.filename, self.filename2,
@@ -330,7 +339,10 @@ def _local_os_error(base: type, args: tuple, filename: Any, filename2: Any,
     return err
 
 
-def with_host(err: BaseException, host: Optional[str], port: Optional[int]) -> BaseException:
+_Error = TypeVar("_Error", bound=BaseException)
+
+
+def with_host(err: _Error, host: Optional[str], port: Optional[int]) -> _Error:
     """``err``, made to name ``host`` and ``port`` if it names no host yet.
 
     Our errors and the bindings' get ``host`` (and ``port``) set and are returned
@@ -352,7 +364,7 @@ def with_host(err: BaseException, host: Optional[str], port: Optional[int]) -> B
         except Exception:  # an OSError subclass that cannot be rebuilt from its args
             return err
         named.__dict__.update(err.__dict__)
-        return named
+        return named  # type: ignore[return-value]  # a subclass of err's own class
     return err
 
 
@@ -369,7 +381,8 @@ class on_host:  # noqa: N801 - used as a statement: ``with on_host(host, port):`
     def __enter__(self) -> "on_host":
         return self
 
-    def __exit__(self, kind, err, tb) -> bool:
+    def __exit__(self, kind: Optional[type], err: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> Literal[False]:
         if isinstance(err, Exception):
             named = with_host(err, self.host, self.port)
             if named is not err:

@@ -14,16 +14,18 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 from typing import Callable, Optional, Tuple
 
-from pssh.core.auth import Credentials, LoginMethods, login_retrying
+from pssh.core.auth import Credentials, LoginMethods, Logins, login_retrying
 from pssh.core.connect import Destination, open_socket
 from pssh.core.forwarding import AgentForwarding, open_tunnel
 from pssh.core.handshake import Attempt, check_host_key, start_session
 from pssh.core.keepalive import start_keepalive
 from pssh.core.link import Link
-from pssh.core.waits import Procedure, Sleep
+from pssh.core.waits import Procedure, Sleep, Task
 from pssh.core.deadlines import deadline_after
+from pssh.core.settings import Resolved
 from pssh.core import errors as exc
 
 log = logging.getLogger("pssh.core.establish")
@@ -40,9 +42,9 @@ class Dialer:
         self.dest = dest
         self.via = via
         self.attempt = attempt
-        self.tunnel = None
+        self.tunnel: Optional[Task] = None
 
-    def __call__(self, first_try: int) -> Procedure[object]:
+    def __call__(self, first_try: int) -> Procedure[socket.socket]:
         dest = self.dest
         if self.via is None:
             return (yield from open_socket(dest, first_try))
@@ -58,6 +60,7 @@ class Dialer:
                     continue
                 raise
             return sock
+        raise AssertionError("unreachable: the last try returns or raises")
 
 
 dialer = Dialer
@@ -82,7 +85,7 @@ def forward_agent(link: Link, path: Optional[str]) -> Optional[AgentForwarding]:
     return AgentForwarding(link, path)
 
 
-def open_session(host: str, resolved, new_session: Callable, via: Optional[Link] = None,
+def open_session(host: str, resolved: Resolved, new_session: Callable, via: Optional[Link] = None,
                  attempt: Optional[Attempt] = None, *, login_timeout: Optional[float] = None,
                  started: Optional[Callable[[Link], None]] = None,
                  verify: Optional[Callable[[Link], None]] = None
@@ -122,7 +125,8 @@ def open_session(host: str, resolved, new_session: Callable, via: Optional[Link]
     return link, attempt
 
 
-def start_services(link: Link, resolved, agent_path: Optional[str] = None) -> Procedure[None]:
+def start_services(link: Link, resolved: Resolved,
+                   agent_path: Optional[str] = None) -> Procedure[None]:
     """What follows a login: keepalives, and agent forwarding when asked for (never to a
     host whose key did not verify: :func:`forward_agent`)."""
     options = resolved.options
@@ -132,8 +136,9 @@ def start_services(link: Link, resolved, agent_path: Optional[str] = None) -> Pr
     link.agent = forward_agent(link, agent_path) if options.forward_ssh_agent else None
 
 
-def establish(host: str, resolved, creds: Credentials, new_session: Callable,
-              via: Optional[Link] = None, methods=None) -> Procedure[Link]:
+def establish(host: str, resolved: Resolved, creds: Credentials, new_session: Callable,
+              via: Optional[Link] = None, methods: Optional[Logins] = None
+              ) -> Procedure[Link]:
     """The whole sequence: :func:`open_session`, the core's login order
     (:func:`~pssh.core.auth.login_retrying`), :func:`start_services`. On any failure
     everything made so far is closed."""
@@ -151,7 +156,7 @@ def establish(host: str, resolved, creds: Credentials, new_session: Callable,
     return link
 
 
-def _cancel(task) -> None:
+def _cancel(task: Optional[Task]) -> None:
     if task is not None:
         task.cancel()
 

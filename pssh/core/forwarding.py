@@ -21,14 +21,18 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-from typing import Callable, List, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 
 from pssh.core import errors as exc
 from pssh.core.link import Link
 from pssh.core.streams import CommandStreams
 from pssh.core.waits import Procedure, Resolve, SocketIO, Spawn, Task
-from pssh.core.deadlines import UNSET
+from pssh.core.deadlines import Limit, UNSET
 from ssh2 import exceptions as ssh2_exc
+
+if TYPE_CHECKING:  # the bindings' types, for annotations only
+    from ssh2.channel import Channel
+    from ssh2.listener import Listener
 
 log = logging.getLogger("pssh.core.forwarding")
 
@@ -38,7 +42,7 @@ _ENDED = (OSError, ssh2_exc.SSH2Error, exc.PSSHError)
 
 # -- local sockets without waiting ----------------------------------------------------------
 
-def recv(sock, size: int = CHUNK) -> Procedure[bytes]:
+def recv(sock: socket.socket, size: int = CHUNK) -> Procedure[bytes]:
     """Bytes from a non-blocking socket (b"" at its end)."""
     while True:
         try:
@@ -47,7 +51,7 @@ def recv(sock, size: int = CHUNK) -> Procedure[bytes]:
             yield SocketIO(sock, False, None)
 
 
-def send_all(sock, data) -> Procedure[None]:
+def send_all(sock: socket.socket, data: bytes) -> Procedure[None]:
     """All of ``data`` to a non-blocking socket."""
     view = memoryview(data)
     while view:
@@ -57,8 +61,8 @@ def send_all(sock, data) -> Procedure[None]:
             yield SocketIO(sock, True, None)
 
 
-def connect_local(family: int, address, deadline: Optional[float] = None
-                  ) -> Procedure[socket.socket]:
+def connect_local(family: int, address: Union[str, Tuple[str, int]],
+                  deadline: Optional[float] = None) -> Procedure[socket.socket]:
     """A non-blocking socket connected to a local ``address`` (a Unix path or
     ``(host, port)``); ``OSError`` if refused."""
     sock = socket.socket(family, socket.SOCK_STREAM)
@@ -90,12 +94,13 @@ def connect_first(host: str, port: int, deadline: Optional[float] = None
             return (yield from connect_local(family, address, deadline))
         except OSError as err:
             error = err
+    assert error is not None  # infos is not empty: every address failed
     raise error
 
 
 # -- relays --------------------------------------------------------------------------------
 
-def relay(link: Link, channel, sock, name: str) -> Procedure[None]:
+def relay(link: Link, channel: Channel, sock: socket.socket, name: str) -> Procedure[None]:
     """Copy ``sock`` to ``channel`` and ``channel`` to ``sock`` until both finish; then
     close both. ``sock`` must be non-blocking."""
     streams = CommandStreams(link, channel)
@@ -117,7 +122,7 @@ def relay(link: Link, channel, sock, name: str) -> Procedure[None]:
                 log.debug("%s: closing %s: %s", link.host, name, err)
 
 
-def _upstream(streams: CommandStreams, sock, name: str) -> Procedure[None]:
+def _upstream(streams: CommandStreams, sock: socket.socket, name: str) -> Procedure[None]:
     try:
         while True:
             data = yield from recv(sock)
@@ -130,7 +135,7 @@ def _upstream(streams: CommandStreams, sock, name: str) -> Procedure[None]:
         sock.close()
 
 
-def _downstream(streams: CommandStreams, sock, name: str) -> Procedure[None]:
+def _downstream(streams: CommandStreams, sock: socket.socket, name: str) -> Procedure[None]:
     out = streams.buffers[0]
     try:
         while True:
@@ -147,8 +152,8 @@ def _downstream(streams: CommandStreams, sock, name: str) -> Procedure[None]:
 
 # -- tunnels -------------------------------------------------------------------------------
 
-def open_direct(link: Link, host: str, port: int, timeout=None,
-                source: Tuple[str, int] = ("127.0.0.1", 22)) -> Procedure[object]:
+def open_direct(link: Link, host: str, port: int, timeout: Optional[float] = None,
+                source: Tuple[str, int] = ("127.0.0.1", 22)) -> Procedure[Channel]:
     """A direct-tcpip channel to ``host:port`` as the server sees it;
     :class:`~pssh.exceptions.ProxyTargetError` (naming the target) if the server cannot
     connect there."""
@@ -164,7 +169,7 @@ def open_direct(link: Link, host: str, port: int, timeout=None,
             err.message or type(err).__name__, host=host, port=port) from None
 
 
-def open_tunnel(link: Link, host: str, port: int, timeout=None
+def open_tunnel(link: Link, host: str, port: int, timeout: Optional[float] = None
                 ) -> Procedure[Tuple[socket.socket, Task]]:
     """A local socket connected, through ``link``'s server, to ``host:port``: one end of a
     socket pair whose other end a background relay carries over a direct-tcpip channel.
@@ -179,7 +184,8 @@ def open_tunnel(link: Link, host: str, port: int, timeout=None
     return ours, task
 
 
-def serve_local(link: Link, listener, dest_host: str, dest_port: int) -> Procedure[None]:
+def serve_local(link: Link, listener: socket.socket, dest_host: str,
+                dest_port: int) -> Procedure[None]:
     """``ssh -L``: accept connections on the non-blocking listening socket ``listener`` and
     carry each to ``dest_host:dest_port`` as the server sees it, until cancelled (the
     relays stop with it; the listener is the caller's to close)."""
@@ -200,8 +206,8 @@ def serve_local(link: Link, listener, dest_host: str, dest_port: int) -> Procedu
             task.cancel()
 
 
-def _forward_local(link: Link, sock, address, dest_host: str, dest_port: int
-                   ) -> Procedure[None]:
+def _forward_local(link: Link, sock: socket.socket, address: Tuple[str, int], dest_host: str,
+                   dest_port: int) -> Procedure[None]:
     try:
         source = address if isinstance(address, tuple) else ("127.0.0.1", 0)
         channel = yield from open_direct(link, dest_host, dest_port, source=source[:2])
@@ -226,7 +232,7 @@ class AgentForwarding:
         link.session.accept_agent_forwarding()
         link.before_wait.append(self.poll)
 
-    def request(self, channel, timeout=UNSET) -> Procedure[None]:
+    def request(self, channel: Channel, timeout: Limit = UNSET) -> Procedure[None]:
         """Ask for forwarding on ``channel``; a refusal is logged and the command still runs."""
         try:
             yield from self.link.call(channel.request_auth_agent, timeout=timeout,
@@ -242,7 +248,7 @@ class AgentForwarding:
             self.tasks = [task for task in self.tasks if not task.done.is_set()]
             self.tasks.append((yield Spawn(self._relay(channel), "forwarded agent")))
 
-    def _relay(self, channel) -> Procedure[None]:
+    def _relay(self, channel: Channel) -> Procedure[None]:
         try:
             sock = yield from connect_local(socket.AF_UNIX, self.agent_path)
         except OSError as err:
@@ -276,7 +282,7 @@ def listen_remote(link: Link, listen_host: Optional[str], listen_port: int,
                                   f"{listen_host or '*'}:{listen_port}: {err}") from err
 
 
-def accept_loop(link: Link, listener, handle: Callable[[object], Procedure[None]]
+def accept_loop(link: Link, listener: Listener, handle: Callable[[Channel], Procedure[None]]
                 ) -> Procedure[None]:
     """Hand every connection the server accepts on ``listener`` to ``handle(channel)``
     (each in a task of its own) until cancelled; the handlers stop with it."""
@@ -292,7 +298,7 @@ def accept_loop(link: Link, listener, handle: Callable[[object], Procedure[None]
             task.cancel()
 
 
-def relay_to(link: Link, channel, host: str, port: int) -> Procedure[None]:
+def relay_to(link: Link, channel: Channel, host: str, port: int) -> Procedure[None]:
     """Relay ``channel`` to a new TCP connection to ``host:port`` from here."""
     try:
         sock = yield from connect_first(host, port)

@@ -6,6 +6,7 @@ parallel-ssh does); a host key that does not verify is final at once.
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Callable, Optional
 
 from pssh.core import errors as exc
@@ -15,6 +16,7 @@ from pssh.core.waits import Procedure, Sleep
 from pssh.core.deadlines import deadline_after, remaining
 from pssh.core.known_hosts import verify_host_key
 from pssh.core.login import prepare_session
+from pssh.core.settings import Resolved
 
 log = logging.getLogger("pssh.core.handshake")
 
@@ -57,7 +59,7 @@ def named(err: BaseException, host: str, port: int) -> BaseException:
     return exc.with_host(err, host, port)
 
 
-def handshake(link: Link, resolved, attempt: Attempt) -> Procedure[None]:
+def handshake(link: Link, resolved: Resolved, attempt: Attempt) -> Procedure[None]:
     """The SSH handshake of ``link``'s new session (algorithm preferences, flags and host
     certificate wishes set first), within the attempt's time."""
     prepare_session(link.session, resolved, link.host)
@@ -65,9 +67,9 @@ def handshake(link: Link, resolved, attempt: Attempt) -> Procedure[None]:
                          what="SSH handshake")
 
 
-def start_session(dest: Destination, resolved, sock, new_session: Callable,
-                  attempt: Attempt, first_try: int = 1,
-                  dial: Optional[Callable[[int], Procedure[object]]] = None
+def start_session(dest: Destination, resolved: Resolved, sock: socket.socket,
+                  new_session: Callable, attempt: Attempt, first_try: int = 1,
+                  dial: Optional[Callable[[int], Procedure[socket.socket]]] = None
                   ) -> Procedure[Link]:
     """A handshaken session on ``sock``: its :class:`Link`. A failed handshake closes
     that connection and tries again on a new one (``dial(try number)``; default: a new
@@ -86,7 +88,10 @@ def start_session(dest: Destination, resolved, sock, new_session: Callable,
             if try_no >= tries:
                 log.error("%s:%s: SSH handshake failed: %s", dest.host, dest.port, err)
                 link.close()
-                raise named(err, dest.host, dest.port)
+                failure = named(err, dest.host, dest.port)
+                if failure is err:  # the same error, now naming the host
+                    raise
+                raise failure from err  # a local OSError, rebuilt to name the host
             log.debug("%s:%s: SSH handshake failed (try %s of %s): %s", dest.host, dest.port,
                       try_no, tries, err)
             link.close()
@@ -99,13 +104,15 @@ def start_session(dest: Destination, resolved, sock, new_session: Callable,
         sock = yield from (dial(try_no) if dial is not None else open_socket(dest, try_no))
 
 
-def check_host_key(link: Link, resolved) -> None:
+def check_host_key(link: Link, resolved: Resolved) -> None:
     """Verify the server's host key (or certificate) under the host key policy; never
     retried, and nothing is sent before it passed. A changed key let through (policy
     ``off``) marks the link: ``link.host_key_verified`` is False."""
     options = resolved.options
+    policy = options.host_key_policy
+    assert policy is not None  # resolve() checked it against HOST_KEY_POLICIES
     link.host_key_verified = verify_host_key(link.session, resolved.host_key_name, link.port,
-                                             options.host_key_policy, options.known_hosts)
+                                             policy, options.known_hosts)
 
 
 __all__ = ["Attempt", "check_host_key", "handshake", "named", "start_session"]

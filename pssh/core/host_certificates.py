@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 import time
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 CERT_SUFFIX = "-cert-v01@openssh.com"
 HOST_CERT = 2
@@ -158,22 +158,27 @@ def verify_signature(key_blob: bytes, signature_blob: bytes, data: bytes) -> boo
     sig_bytes = sig.string()
     if sig_type not in _SIGNATURE_HASHES:
         return False
-    digest = {"sha256": hashes.SHA256, "sha384": hashes.SHA384,
-              "sha512": hashes.SHA512}.get(_SIGNATURE_HASHES[sig_type])
+    digests: Dict[str, Callable[[], hashes.HashAlgorithm]] = {
+        "sha256": hashes.SHA256, "sha384": hashes.SHA384, "sha512": hashes.SHA512}
+    hash_name = _SIGNATURE_HASHES[sig_type]
+    digest = digests[hash_name] if hash_name is not None else None
     try:
         if key_type == "ssh-ed25519" and sig_type == "ssh-ed25519":
             ed25519.Ed25519PublicKey.from_public_bytes(key.string()).verify(sig_bytes, data)
         elif key_type.startswith("ecdsa-sha2-") and sig_type == key_type:
-            curve = {"nistp256": ec.SECP256R1, "nistp384": ec.SECP384R1,
-                     "nistp521": ec.SECP521R1}[key.string().decode("ascii")]()
+            curves: Dict[str, Callable[[], ec.EllipticCurve]] = {
+                "nistp256": ec.SECP256R1, "nistp384": ec.SECP384R1, "nistp521": ec.SECP521R1}
+            curve = curves[key.string().decode("ascii")]()
             public = ec.EllipticCurvePublicKey.from_encoded_point(curve, key.string())
             parts = _Reader(sig_bytes)
             r = int.from_bytes(parts.string(), "big")
             s = int.from_bytes(parts.string(), "big")
+            assert digest is not None  # every ECDSA signature type names its hash
             public.verify(encode_dss_signature(r, s), data, ec.ECDSA(digest()))
         elif key_type == "ssh-rsa" and sig_type.startswith("rsa-sha2-"):
             e = int.from_bytes(key.string(), "big")
             n = int.from_bytes(key.string(), "big")
+            assert digest is not None  # every rsa-sha2 signature type names its hash
             rsa.RSAPublicNumbers(e, n).public_key().verify(sig_bytes, data, padding.PKCS1v15(),
                                                            digest())
         else:

@@ -80,7 +80,7 @@ class JumpChain:
                 entry.value.close()
 
 
-def _closed(connection) -> bool:
+def _closed(connection: Any) -> bool:
     closed = getattr(connection, "closed", None)
     if closed is None:
         return getattr(connection, "session", None) is None

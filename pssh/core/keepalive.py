@@ -50,11 +50,11 @@ def probe(link: Link, seconds: int, count_max: int) -> Procedure[None]:
         yield from link.call(channel.close, timeout=timeout, what="keepalive probe")
     except ssh2_exc.SSH2Error:
         return  # refused (e.g. MaxSessions): an answer all the same
-    except exc.Timeout:
+    except exc.Timeout as err:
         lost = link.lose(f"server not responding: no answer for {timeout} s "
                          f"({count_max} keepalive intervals of {seconds} s)")
         link.close()
-        raise lost
+        raise lost from err  # the unanswered probe is why the connection counts as lost
 
 
 def start_keepalive(link: Link, seconds: int, count_max: int) -> Procedure[Task]:

@@ -20,8 +20,8 @@ from typing import Dict, Tuple, Type
 
 from pssh.core.errors import PKeyFileError
 
-_OPENSSH = re.compile(rb"-----BEGIN OPENSSH PRIVATE KEY-----\s*(.*?)\s*-----END OPENSSH PRIVATE KEY-----",
-                      re.S)
+_OPENSSH = re.compile(rb"-----BEGIN OPENSSH PRIVATE KEY-----\s*(.*?)\s*"
+                      rb"-----END OPENSSH PRIVATE KEY-----", re.S)
 _PEM = re.compile(rb"-----BEGIN ((?:RSA |EC |DSA |ENCRYPTED )?)PRIVATE KEY-----(.*?)-----END", re.S)
 _MAGIC = b"openssh-key-v1\0"
 

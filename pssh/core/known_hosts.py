@@ -39,12 +39,15 @@ import logging
 import os
 import re
 from functools import lru_cache
-from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 from pssh.core.errors import (HostKeyError, HostKeyMismatchError, HostKeyRevokedError,
                               UnknownHostKeyError)
 from pssh.core.host_certificates import CERT_SUFFIX, HostCertificate, is_certificate, key_type_of
 from ssh2.session import HOST_CERTIFICATES, LIBSSH2_METHOD_HOSTKEY
+
+if TYPE_CHECKING:  # the bindings' types, for annotations only
+    from ssh2.session import Session
 
 log = logging.getLogger("pssh.core.known_hosts")
 
@@ -280,7 +283,7 @@ def host_key_algorithms(host: str, port: int, known_hosts: Optional[str],
     return ",".join(known_first(plain) + certs)
 
 
-def verify_host_key(session, host: str, port: int, policy: str = "accept-new",
+def verify_host_key(session: Session, host: str, port: int, policy: str = "accept-new",
                     known_hosts: Optional[str] = None) -> bool:
     """Check the session's host key (or host certificate) for ``host:port`` under
     ``policy``: True when it is known (or was added as new); False when it has changed
@@ -379,7 +382,7 @@ def _certificate_trusted(blob: bytes, host: str, port: int, name: str,
     return True
 
 
-def set_host_key_preference(session, host: str, port: int,
+def set_host_key_preference(session: Session, host: str, port: int,
                            known_hosts: Optional[str]) -> None:
     """Before the handshake: offer the host key algorithms :func:`host_key_algorithms`
     orders for the host."""

@@ -18,14 +18,19 @@ from __future__ import annotations
 
 import logging
 from time import monotonic
-from typing import Any, Callable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, List, Optional
 
 from pssh.core import clock
 from pssh.core import errors as exc
-from pssh.core.deadlines import UNSET, deadline_after, remaining
+from pssh.core.deadlines import Limit, UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure, SessionIO, Sleep, Turnstile
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
+
+if TYPE_CHECKING:  # the bindings' types, for annotations only
+    import socket
+
+    from ssh2.session import Session
 
 log = logging.getLogger("pssh.core.link")
 
@@ -41,10 +46,13 @@ class Link:
     request as a whole unless a call gives its own (``None``: no limit).
     """
 
-    def __init__(self, sock, session, host: str, port: int,
-                 timeout: Optional[float] = None) -> None:
-        self.sock = sock
-        self.session = session
+    def __init__(self, sock: Optional[socket.socket], session: Optional[Session], host: str,
+                 port: int, timeout: Optional[float] = None) -> None:
+        # Typed Any, not Optional: a link is made without them only for a client that is
+        # not connected, and the session is None once closed; the procedures use both
+        # while the link is open, and a closed link's waits raise its error first.
+        self.sock: Any = sock
+        self.session: Any = session
         self.host = host
         self.port = port
         self.timeout = timeout
@@ -124,7 +132,7 @@ class Link:
         return exc.Timeout("%s:%s: %s: nothing within %.3g s", self.host, self.port, what,
                            limit or 0, host=self.host, port=self.port)
 
-    def _wait_request(self, limit: Optional[float], what, request: Optional[SessionIO]
+    def _wait_request(self, limit: Optional[float], what: object, request: Optional[SessionIO]
                       ) -> SessionIO:
         """The request for the next wait of a call bounded by ``limit`` (made at its first
         wait, reused for the rest); Timeout if its deadline has passed. ``what``: a text,
@@ -138,7 +146,7 @@ class Link:
 
     # -- calling libssh2 -----------------------------------------------------------------
 
-    def call(self, fn: Callable, *args, timeout=UNSET, what: str = "",
+    def call(self, fn: Callable, *args: Any, timeout: Limit = UNSET, what: str = "",
              check: Optional[Callable[[], None]] = None) -> Procedure[Any]:
         """``fn(*args)``, called again after each EAGAIN until it gives a result;
         ``timeout`` (default: the link's) bounds the whole call, however many waits.
@@ -168,7 +176,7 @@ class Link:
                 self.wake()
                 return result
 
-    def exclusive(self, fn: Callable, *args, timeout=UNSET, what: str = "",
+    def exclusive(self, fn: Callable, *args: Any, timeout: Limit = UNSET, what: str = "",
                   check: Optional[Callable[[], None]] = None) -> Procedure[Any]:
         """:meth:`call` for the calls whose progress libssh2 keeps in the session, not in
         a channel: opening channels (session, direct-tcpip, SCP), starting SFTP, remote
@@ -187,7 +195,7 @@ class Link:
         finally:
             self.opening.leave()
 
-    def write(self, write: Callable, data, timeout=UNSET, what: str = "writing",
+    def write(self, write: Callable, data: bytes, timeout: Limit = UNSET, what: str = "writing",
               check: Optional[Callable[[], None]] = None) -> Procedure[None]:
         """Write all of ``data`` with ``write`` (calls returning ``(rc, written)``),
         resuming after each EAGAIN from the last byte written; ``timeout`` bounds it all,
@@ -252,11 +260,11 @@ class Link:
             hook()
 
 
-def _what(what) -> str:
+def _what(what: object) -> str:
     return what if isinstance(what, str) else getattr(what, "__name__", "request")
 
 
-def _is_open(sock) -> bool:
+def _is_open(sock: socket.socket) -> bool:
     closed = getattr(sock, "closed", None)
     if closed is not None and not callable(closed):
         return not closed

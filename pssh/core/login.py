@@ -18,7 +18,7 @@ import fnmatch
 import logging
 import os
 from contextlib import contextmanager
-from typing import Callable, Iterator, List, NamedTuple, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, List, NamedTuple, Optional, Sequence, Type
 
 from pssh.core import errors as exc
 from pssh.core.keys import KeyInfo
@@ -29,6 +29,10 @@ from ssh2.session import (LIBSSH2_FLAG_COMPRESS, LIBSSH2_FLAG_EARLY_USERAUTH,
                           LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, LIBSSH2_METHOD_CRYPT_CS,
                           LIBSSH2_METHOD_CRYPT_SC, LIBSSH2_METHOD_KEX, LIBSSH2_METHOD_MAC_CS,
                           LIBSSH2_METHOD_MAC_SC, PATCHED_LIBSSH2)
+
+if TYPE_CHECKING:  # the bindings' types, for annotations only
+    from ssh2.agent import Agent
+    from ssh2.session import FlagType, MethodType, Session
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +48,7 @@ class Attempt(NamedTuple):
     sends_secret: bool = False
 
 
-def set_patched_flag(session, flag, enabled: bool = True) -> None:
+def set_patched_flag(session: Session, flag: FlagType, enabled: bool = True) -> None:
     """Set a session flag that only our libssh2 patches have; without them, nothing to do."""
     if PATCHED_LIBSSH2:
         session.flag(flag, enabled)
@@ -65,7 +69,7 @@ _ALGORITHM_FIELDS = (
 _KEX_MARKERS = ("ext-info-c", "kex-strict-c-v00@openssh.com")
 
 
-def prepare_session(session, resolved: Resolved, host: str) -> None:
+def prepare_session(session: Session, resolved: Resolved, host: str) -> None:
     """Set up the new non-blocking ``session`` for ``resolved``'s host before its handshake.
 
     The first login request follows the handshake without waiting for the
@@ -94,7 +98,7 @@ def prepare_session(session, resolved: Resolved, host: str) -> None:
                             options.known_hosts)
 
 
-def default_order(session, method) -> List[str]:
+def default_order(session: Session, method: MethodType) -> List[str]:
     """The preference libssh2 uses when none is set (for ciphers: ours, fastest first)."""
     supported = list(session.supported_algs(method))
     if method in (LIBSSH2_METHOD_CRYPT_CS, LIBSSH2_METHOD_CRYPT_SC):
@@ -103,7 +107,7 @@ def default_order(session, method) -> List[str]:
     return supported
 
 
-def algorithm_list(spec: str, supported, default: List[str]) -> List[str]:
+def algorithm_list(spec: str, supported: Sequence[str], default: List[str]) -> List[str]:
     """An OpenSSH algorithm list (``Ciphers``, ``MACs``, ``KexAlgorithms`` syntax) as the
     supported names in order: ``a,b`` exactly these; ``+a,b`` the default and these;
     ``-a*,b`` the default without these (wildcards allowed); ``^a,b`` these first."""
@@ -121,13 +125,13 @@ def algorithm_list(spec: str, supported, default: List[str]) -> List[str]:
 
 # -- logging in ----------------------------------------------------------------------------
 
-def accepted(session) -> bool:
+def accepted(session: Session) -> bool:
     """Whether the session is logged in (a method can succeed partially: the server then
     wants another one as well)."""
     return bool(session.userauth_authenticated())
 
 
-def key_file_attempts(session, user: str, key_file: str, passphrase: str,
+def key_file_attempts(session: Session, user: str, key_file: str, passphrase: str,
                       cert_file: Optional[str] = None) -> List[Attempt]:
     """A key file's logins: its certificate first (``cert_file``, else ``<key>-cert.pub``
     when present), then the key itself, with its ``.pub`` when present (libssh2 then need
@@ -151,14 +155,14 @@ def key_file_attempts(session, user: str, key_file: str, passphrase: str,
     return attempts
 
 
-def key_data_attempt(session, user: str, key_data: bytes, passphrase: str) -> Attempt:
+def key_data_attempt(session: Session, user: str, key_data: bytes, passphrase: str) -> Attempt:
     """The login with a private key given in memory (signed at once, as key files are)."""
     set_patched_flag(session, LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, True)
     return Attempt(session.userauth_publickey_frommemory, (user, key_data, passphrase),
                    "key from memory")
 
 
-def agent_attempts(session, agent, user: str) -> Iterator[Attempt]:
+def agent_attempts(session: Session, agent: Agent, user: str) -> Iterator[Attempt]:
     """A login with each key of the connected ``agent``. These ask the server first
     whether it takes the key: an agent may prompt its user before signing."""
     set_patched_flag(session, LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, False)
@@ -167,7 +171,7 @@ def agent_attempts(session, agent, user: str) -> Iterator[Attempt]:
                       f"agent key {identity.comment.decode(errors='replace')}")
 
 
-def password_attempt(session, user: str, password: str,
+def password_attempt(session: Session, user: str, password: str,
                      keyboard_interactive: bool = False) -> Attempt:
     """The password login (as keyboard-interactive's one answer when asked)."""
     if keyboard_interactive:
@@ -178,7 +182,7 @@ def password_attempt(session, user: str, password: str,
 
 @contextmanager
 def key_errors(info: KeyInfo, name: str, passphrase: Optional[str],
-               error=exc.PKeyFileError):
+               error: Type[Exception] = exc.PKeyFileError) -> Iterator[None]:
     """Say plainly when an encrypted key lacks its passphrase or got a wrong one."""
     if info.encrypted and not passphrase:
         raise error("%s is encrypted: give its passphrase (passphrase=)" % name)
@@ -192,7 +196,7 @@ def key_errors(info: KeyInfo, name: str, passphrase: Optional[str],
                     % (name, err.message or err)) from err
 
 
-def disconnect_agent(agent) -> None:
+def disconnect_agent(agent: Agent) -> None:
     """Let go of the agent connection (a failure to is of no consequence)."""
     try:
         agent.disconnect()

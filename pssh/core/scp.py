@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import stat as _stat
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from pssh.core import errors as exc
 from pssh.core import sftp as core_sftp
@@ -31,6 +31,9 @@ from pssh.core.partial_files import (PERMISSIONS, keep_download, local_file_erro
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
+if TYPE_CHECKING:  # the bindings' types, for annotations only
+    from ssh2.channel import Channel
+
 log = logging.getLogger("pssh.core.scp")
 
 CHUNK = 2 * 1024 * 1024
@@ -38,7 +41,7 @@ CHUNK = 2 * 1024 * 1024
 STATUS_LINE_MAX = 1024
 
 
-def _close(link: Link, channel) -> Procedure[None]:
+def _close(link: Link, channel: Channel) -> Procedure[None]:
     try:
         yield from link.call(channel.close, what="closing the SCP channel")
     except (ssh2_exc.SSH2Error, exc.PSSHError):
@@ -91,7 +94,8 @@ def download(link: Link, remote: str, local: str, modes: str = PERMISSIONS) -> P
     return info.st_size
 
 
-def _completed(link: Link, channel, remote: str, stall: Optional[float]) -> Procedure[None]:
+def _completed(link: Link, channel: Channel, remote: str,
+               stall: Optional[float]) -> Procedure[None]:
     """After a file's bytes: the source's status (0, or 1/2 and an error line), our
     acknowledgement, and the remote scp's exit status. :class:`~pssh.exceptions.SCPError`
     unless all say the copy is complete. Each wait for the server is bounded by ``stall``."""

@@ -28,12 +28,20 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, Mapping, Optional, Tuple, TypeVar, Union
 
 from pssh.core.ssh_config import HostOptions, SSHConfig, load, local_user, parse_jump
 
 Key = Union[str, bytes, None]
 Hop = Tuple[Optional[str], str, Optional[int]]  # (user, host, port) of a jump host
+_T = TypeVar("_T")
+
+
+def decided(value: Optional[_T]) -> _T:
+    """A resolved setting that has a default: never None (:data:`DEFAULTS` is the last
+    layer), though every field of a layer is Optional to the type checker."""
+    assert value is not None, "a setting with a default was left unset"
+    return value
 
 HOST_KEY_POLICIES = ("strict", "accept-new", "off")
 
@@ -218,7 +226,7 @@ class ConnectOptions:
             raise ValueError(f"host_key_policy must be one of {HOST_KEY_POLICIES}, "
                              f"not {given.host_key_policy!r}")
         hostname = cfg.hostname or host
-        port = given.port
+        port = decided(given.port)
         timeout = given.timeout or None
         # parallel-ssh's timeout is the default of both limits underneath it, and wins
         # over the ssh config's ConnectTimeout, as an explicit setting does.
@@ -226,6 +234,7 @@ class ConnectOptions:
             connect_timeout = given.connect_timeout
         else:
             connect_timeout = timeout
+        connect_timeout = decided(connect_timeout or DEFAULTS.connect_timeout)
         request_timeout = given.request_timeout if given.request_timeout is not None \
             else timeout
         return Resolved(
@@ -234,7 +243,7 @@ class ConnectOptions:
             port=port,
             user=given.user or local_user(),
             timeout=request_timeout or None,
-            connect_timeout=connect_timeout or DEFAULTS.connect_timeout,
+            connect_timeout=connect_timeout,
             identity_files=cfg.identity_files,
             cert_file=os.path.expanduser(given.cert_file) if isinstance(given.cert_file, str)
             else given.cert_file.decode() if given.cert_file else
@@ -335,5 +344,5 @@ def ssh_config_of(source: Union[str, SSHConfig, bool, None]) -> Optional[SSHConf
 
 
 __all__ = ["ConnectOptions", "DEFAULTS", "Declaration", "FIELD_NAMES", "HOST_KEY_POLICIES",
-           "Hop", "Key", "Resolved", "config_layer", "declarations", "setting",
+           "Hop", "Key", "Resolved", "config_layer", "decided", "declarations", "setting",
            "ssh_config_of"]

@@ -22,13 +22,16 @@ from typing import Callable, List, Optional
 
 from pssh.core import errors as exc
 from pssh.core.link import Link
-from pssh.core.deadlines import UNSET, deadline_after, remaining
+from pssh.core.deadlines import Limit, UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure
 from pssh.core.channel_io import sftp_end_check
 from pssh.core.partial_files import (PERMISSIONS, local_file_errors, local_mode,
                                      local_part_file, remote_part_name)
 from ssh2 import exceptions as ssh2_exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
+from ssh2.sftp import SFTP
+from ssh2.sftp_attributes import SFTPAttributes
+from ssh2.sftp_handle import SFTPHandle
 from ssh2.sftp import (LIBSSH2_FXF_CREAT, LIBSSH2_FXF_EXCL, LIBSSH2_FXF_READ,
                        LIBSSH2_FXF_TRUNC, LIBSSH2_FXF_WRITE, LIBSSH2_SFTP_S_IFDIR,
                        LIBSSH2_SFTP_S_IFMT)
@@ -63,21 +66,21 @@ def cleanup_time(err: Optional[BaseException]) -> float:
     return 0.0 if isinstance(err, exc.Timeout) else CLEANUP_TIMEOUT
 
 
-def is_dir(attrs) -> bool:
+def is_dir(attrs: SFTPAttributes) -> bool:
     return attrs.permissions & LIBSSH2_SFTP_S_IFMT == LIBSSH2_SFTP_S_IFDIR
 
 
-def ended(sftp) -> Callable[[], None]:
+def ended(sftp: SFTP) -> Callable[[], None]:
     """The check made before each wait of a request of ``sftp``: raises once the server's
     end of the session is gone (libssh2 would say "try again" for ever)."""
     return sftp_end_check(sftp)
 
 
-def _handle_ended(handle) -> Callable[[], None]:
+def _handle_ended(handle: SFTPHandle) -> Callable[[], None]:
     return ended(handle.sftp)
 
 
-def start(link: Link, timeout=UNSET) -> Procedure[object]:
+def start(link: Link, timeout: Limit = UNSET) -> Procedure[SFTP]:
     """A new SFTP session on the connection; :class:`~pssh.exceptions.SFTPError` if the
     server refuses it."""
     if link.session is None:
@@ -94,7 +97,7 @@ def start(link: Link, timeout=UNSET) -> Procedure[object]:
                             host=link.host, port=link.port) from err
 
 
-def stat(link: Link, sftp, path: str) -> Procedure[object]:
+def stat(link: Link, sftp: SFTP, path: str) -> Procedure[Optional[SFTPAttributes]]:
     """The remote path's attributes, or None if it does not exist."""
     try:
         return (yield from link.call(sftp.stat, path, timeout=limit(link),
@@ -103,7 +106,7 @@ def stat(link: Link, sftp, path: str) -> Procedure[object]:
         return None
 
 
-def mkdir(link: Link, sftp, path: str, mode: int = DIR_MODE) -> Procedure[None]:
+def mkdir(link: Link, sftp: SFTP, path: str, mode: int = DIR_MODE) -> Procedure[None]:
     """Create one remote directory; :class:`~pssh.exceptions.SFTPIOError` if refused."""
     try:
         yield from link.call(sftp.mkdir, path, mode, timeout=limit(link),
@@ -114,7 +117,7 @@ def mkdir(link: Link, sftp, path: str, mode: int = DIR_MODE) -> Procedure[None]:
     log.debug("%s: created remote directory %s", link.host, path)
 
 
-def makedirs(link: Link, sftp, directory: str) -> Procedure[None]:
+def makedirs(link: Link, sftp: SFTP, directory: str) -> Procedure[None]:
     """Create ``directory`` and its missing parents (``mkdir -p``)."""
     path = "" if directory.startswith("/") else "."
     for part in (p for p in directory.split("/") if p):
@@ -122,7 +125,7 @@ def makedirs(link: Link, sftp, directory: str) -> Procedure[None]:
         yield from ensure_dir(link, sftp, path)
 
 
-def ensure_dir(link: Link, sftp, path: str) -> Procedure[None]:
+def ensure_dir(link: Link, sftp: SFTP, path: str) -> Procedure[None]:
     """Make the remote directory ``path`` unless it is one already (its parent exists)."""
     attrs = yield from stat(link, sftp, path)
     if attrs is None:
@@ -139,7 +142,7 @@ def ensure_dir(link: Link, sftp, path: str) -> Procedure[None]:
                               link.host, host=link.host, port=link.port)
 
 
-def set_mode(link: Link, sftp, path: str, mode: int) -> Procedure[None]:
+def set_mode(link: Link, sftp: SFTP, path: str, mode: int) -> Procedure[None]:
     from ssh2.sftp_attributes import SFTPAttributes
     attrs = SFTPAttributes()
     attrs.permissions = mode
@@ -151,7 +154,8 @@ def set_mode(link: Link, sftp, path: str, mode: int) -> Procedure[None]:
                               err, host=link.host, port=link.port) from err
 
 
-def open_file(link: Link, sftp, path: str, flags: int, mode: int = 0) -> Procedure[object]:
+def open_file(link: Link, sftp: SFTP, path: str, flags: int,
+              mode: int = 0) -> Procedure[SFTPHandle]:
     """An open remote file handle; :class:`~pssh.exceptions.SFTPError` naming the host."""
     try:
         return (yield from link.call(sftp.open, path, flags, mode, timeout=limit(link),
@@ -163,7 +167,7 @@ def open_file(link: Link, sftp, path: str, flags: int, mode: int = 0) -> Procedu
                             host=link.host, port=link.port) from err
 
 
-def close_handle(link: Link, handle, timeout=UNSET) -> Procedure[None]:
+def close_handle(link: Link, handle: SFTPHandle, timeout: Limit = UNSET) -> Procedure[None]:
     """Close a remote file handle (a failure to is of no consequence here)."""
     if handle.closed:
         return
@@ -175,12 +179,12 @@ def close_handle(link: Link, handle, timeout=UNSET) -> Procedure[None]:
         log.debug("%s: closing a remote file: %s", link.host, err)
 
 
-def listdir(link: Link, sftp, path: str) -> Procedure[List[bytes]]:
+def listdir(link: Link, sftp: SFTP, path: str) -> Procedure[List[bytes]]:
     """The names in a remote directory, as bytes (``.`` and ``..`` included)."""
     return [name for name, _ in (yield from listdir_attrs(link, sftp, path))]
 
 
-def listdir_attrs(link: Link, sftp, path: str) -> Procedure[List[tuple]]:
+def listdir_attrs(link: Link, sftp: SFTP, path: str) -> Procedure[List[tuple]]:
     """``(name, attributes)`` of each entry of a remote directory (names as bytes, ``.``
     and ``..`` included; the attributes are the entry's own, a symlink's not followed)."""
     try:
@@ -198,12 +202,12 @@ def listdir_attrs(link: Link, sftp, path: str) -> Procedure[List[tuple]]:
     return entries
 
 
-def read_names(link: Link, handle) -> Procedure[List[bytes]]:
+def read_names(link: Link, handle: SFTPHandle) -> Procedure[List[bytes]]:
     """The names an open remote directory lists, as bytes."""
     return [name for name, _ in (yield from read_entries(link, handle))]
 
 
-def read_entries(link: Link, handle) -> Procedure[List[tuple]]:
+def read_entries(link: Link, handle: SFTPHandle) -> Procedure[List[tuple]]:
     """``(name, attributes)`` of each entry an open remote directory lists."""
     entries = []
     check = _handle_ended(handle)
@@ -217,7 +221,7 @@ def read_entries(link: Link, handle) -> Procedure[List[tuple]]:
     return entries
 
 
-def read(link: Link, handle, size: int, what: str) -> Procedure[bytes]:
+def read(link: Link, handle: SFTPHandle, size: int, what: str) -> Procedure[bytes]:
     """Up to ``size`` bytes of an open remote file (b"" at its end)."""
     check = _handle_ended(handle)
     while True:
@@ -235,7 +239,7 @@ def read(link: Link, handle, size: int, what: str) -> Procedure[bytes]:
         yield from link.wait(limit(link), what)
 
 
-def write(link: Link, handle, data: bytes, what: str) -> Procedure[None]:
+def write(link: Link, handle: SFTPHandle, data: bytes, what: str) -> Procedure[None]:
     """Write all of ``data`` to an open remote file."""
     try:
         yield from link.write(handle.write, data, timeout=limit(link), what=what,
@@ -251,7 +255,7 @@ def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = No
          total: int = 0) -> Procedure[int]:
     """Run a bindings pump (``handle.pump_to_fd`` / ``pump_from_fd``) to its end,
     waiting whenever it would block; returns the bytes moved."""
-    check = _handle_ended(step.__self__)
+    check = _handle_ended(step.__self__)  # type: ignore[attr-defined]  # a bound method
     done = 0
     while True:
         rc, moved = step(fd)
@@ -268,7 +272,7 @@ def pump(link: Link, step: Callable, fd: int, what: str, progress: Progress = No
             yield from link.wait(limit(link), what)
 
 
-def download(link: Link, sftp, remote: str, local: str, progress: Progress = None,
+def download(link: Link, sftp: SFTP, remote: str, local: str, progress: Progress = None,
              modes: str = PERMISSIONS, receive: Optional[Callable] = None) -> Procedure[int]:
     """Copy a remote file to ``local``, which appears only when complete, with the mode
     ``modes`` decides (:func:`~pssh.core.partial_files.local_mode`: by default the remote
@@ -316,7 +320,7 @@ def download(link: Link, sftp, remote: str, local: str, progress: Progress = Non
     return total
 
 
-def upload(link: Link, sftp, local: str, remote: str, progress: Progress = None,
+def upload(link: Link, sftp: SFTP, local: str, remote: str, progress: Progress = None,
            mode: Optional[int] = None, send: Optional[Callable] = None) -> Procedure[int]:
     """Copy ``local`` to ``remote`` (with the local file's permission bits unless
     ``mode``); the remote file appears under its name only once complete.
@@ -352,7 +356,7 @@ def upload(link: Link, sftp, local: str, remote: str, progress: Progress = None,
     return total
 
 
-def rename_into_place(link: Link, sftp, part: str, remote: str) -> Procedure[None]:
+def rename_into_place(link: Link, sftp: SFTP, part: str, remote: str) -> Procedure[None]:
     """``part`` renamed to ``remote``, replacing it: atomically with posix-rename, else
     (a server without that extension) by removing ``remote`` first."""
     try:
@@ -377,7 +381,7 @@ def rename_into_place(link: Link, sftp, part: str, remote: str) -> Procedure[Non
                               err, host=link.host, port=link.port) from err
 
 
-def discard(link: Link, sftp, handle, path: str,
+def discard(link: Link, sftp: SFTP, handle: SFTPHandle, path: str,
             err: Optional[BaseException] = None) -> Procedure[None]:
     """Best effort, after a failure (``err``): close the handle and remove the partial
     file, each within :func:`cleanup_time` (after a timeout: not waited for, and the
@@ -391,7 +395,7 @@ def discard(link: Link, sftp, handle, path: str,
                     link.port, path, err)
 
 
-def remove_partial(link: Link, path: str, sftp=None) -> Procedure[None]:
+def remove_partial(link: Link, path: str, sftp: Optional[SFTP] = None) -> Procedure[None]:
     """Remove a failed upload's file (best effort): over ``sftp``, else (or if that fails:
     the failure may have ended that session) over a new SFTP session, while the
     connection lives, within :data:`CLEANUP_TIMEOUT`; a warning names what is left when

@@ -23,7 +23,7 @@ import os
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 log = logging.getLogger("pssh.core.ssh_config")
 
@@ -95,6 +95,8 @@ def _split(line: str, origin: str) -> Optional[Tuple[str, List[str]]]:
     if not line or line.startswith("#"):
         return None
     match = _KEYWORD.match(line)
+    if match is None:  # the line starts with "="
+        raise SSHConfigError(f"{origin}: no keyword before '='")
     keyword, rest = match.group(1), match.group(2).strip()
     try:
         lexer = shlex.shlex(rest, posix=True)
@@ -142,7 +144,7 @@ class SSHConfig:
         cls._parse(lines, path, blocks, depth)
 
     @classmethod
-    def _parse(cls, lines, name: str, blocks: List[_Block], depth: int) -> None:
+    def _parse(cls, lines: Iterable[str], name: str, blocks: List[_Block], depth: int) -> None:
         for number, raw in enumerate(lines, 1):
             origin = f"{name}:{number}"
             parsed = _split(raw, origin)
@@ -234,11 +236,13 @@ class SSHConfig:
 
     # -- interpreting ------------------------------------------------------------
 
-    def _options(self, host, user, port, values, identities, certificates) -> HostOptions:
-        def get(key):
+    def _options(self, host: str, user: Optional[str], port: Optional[int],
+                 values: Dict[str, Tuple[str, str]], identities: List[str],
+                 certificates: List[str]) -> HostOptions:
+        def get(key: str) -> Optional[str]:
             return values[key][0] if key in values else None
 
-        def number(key, kind=int):
+        def number(key: str, kind: Callable[[str], Any] = int) -> Any:  # kind's, or None
             if key not in values:
                 return None
             value, origin = values[key]
@@ -247,7 +251,7 @@ class SSHConfig:
             except ValueError:
                 raise SSHConfigError(f"{origin}: {key} {value!r} is not a number") from None
 
-        def flag(key):
+        def flag(key: str) -> Optional[bool]:
             if key not in values:
                 return None
             value, origin = values[key]
@@ -261,7 +265,7 @@ class SSHConfig:
         tokens = {"%h": hostname, "%p": str(resolved_port), "%r": resolved_user,
                   "%u": local_user(), "%d": os.path.expanduser("~"), "%%": "%"}
 
-        def expand(path):
+        def expand(path: str) -> str:
             for token, value in tokens.items():
                 path = path.replace(token, value)
             return os.path.expanduser(path)

@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Optional, Protocol, Tuple
 
 from pssh.core import errors as exc
 from pssh.core.channel_io import MAX_PER_CALL, data_pending, read_available
 from pssh.core.link import Link
-from pssh.core.deadlines import UNSET, deadline_after, remaining
+from pssh.core.deadlines import Limit, UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure
 from ssh2 import exceptions as ssh2_exc
+
+if TYPE_CHECKING:  # the bindings' types, for annotations only
+    from ssh2.channel import Channel
 
 log = logging.getLogger("pssh.core.streams")
 
@@ -88,10 +91,29 @@ class StreamBuffer:
 ExitSignal = Tuple[str, bool, str, str]
 
 
+class Buffer(Protocol):
+    """Where a stream's data goes: a :class:`StreamBuffer`, or a front end's own
+    (parallel-ssh's ``ConcurrentRWBuffer``)."""
+
+    @property
+    def ended(self) -> bool: ...
+
+    def append(self, data: bytes) -> None: ...
+
+    def end(self) -> None: ...
+
+    def has_data(self) -> bool: ...
+
+    def held(self) -> int: ...
+
+    def take(self) -> bytes: ...
+
+
 class CommandStreams:
     """Owns a command's channel: its two stream buffers, stdin, EOF and exit status."""
 
-    def __init__(self, link: Link, channel, stdout=None, stderr=None) -> None:
+    def __init__(self, link: Link, channel: Channel, stdout: Optional[Buffer] = None,
+                 stderr: Optional[Buffer] = None) -> None:
         self.link = link
         self.channel = channel
         self.buffers = (stdout if stdout is not None else StreamBuffer(),
@@ -128,7 +150,8 @@ class CommandStreams:
         if self.closed:
             buffer.end()
             return True
-        keep, most = buffer.append, MAX_PER_CALL
+        keep: Callable[[bytes], None] = buffer.append
+        most: Optional[int] = MAX_PER_CALL
         if limited:
             # Drained to the end: libssh2 opens the window again on every read of the
             # channel, whatever it has queued, so a stream nobody reads must keep up.
@@ -141,7 +164,7 @@ class CommandStreams:
             self.link.wake()
         return progress
 
-    def _keeper(self, stream: int):
+    def _keeper(self, stream: int) -> Callable[[bytes], None]:
         """``append`` for a stream nobody reads now: kept up to :data:`UNREAD_LIMIT`
         unread bytes, dropped and counted beyond."""
         buffer = self.buffers[stream]
@@ -253,7 +276,7 @@ class CommandStreams:
             if buffer.has_data():
                 buffer.take()
 
-    def finish(self, timeout=UNSET) -> Procedure[None]:
+    def finish(self, timeout: Limit = UNSET) -> Procedure[None]:
         """Close the channel, wait for the server's close, keep the exit status
         (idempotent). A server that does not answer within ``timeout`` (the link's by
         default) leaves the channel given up: no exit status.
@@ -287,7 +310,7 @@ class CommandStreams:
         else:
             self.exit_code = channel.get_exit_status()
 
-    def _settle(self, timeout) -> Procedure[None]:
+    def _settle(self, timeout: Limit) -> Procedure[None]:
         """The output has ended and no exit status has come yet: wait, within
         :data:`SETTLE_TIMEOUT`, for the server's close, which follows it."""
         limit = SETTLE_TIMEOUT if timeout is UNSET or timeout is None \
@@ -303,7 +326,7 @@ class CommandStreams:
                 log.warning("%s:%s: %d bytes of %s were dropped unread", self.link.host,
                             self.link.port, size, STREAM_NAMES[stream])
 
-    def close(self, timeout=UNSET) -> Procedure[None]:
+    def close(self, timeout: Limit = UNSET) -> Procedure[None]:
         """Stop the command's output here: keep what was read, close the channel."""
         for stream in (0, 1):
             try:
@@ -330,7 +353,7 @@ class CommandStreams:
 
     # -- writing -------------------------------------------------------------------------
 
-    def write(self, data) -> Procedure[None]:
+    def write(self, data: bytes) -> Procedure[None]:
         """Send ``data`` (bytes) to the command's standard input."""
         yield from self.link.write(self.channel.write, data, what="writing stdin")
 

@@ -24,12 +24,15 @@ import logging
 import os
 import posixpath
 import stat as _stat
-from typing import Callable, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Tuple
 
 from pssh.core import sftp as core_sftp
 from pssh.core.link import Link
 from pssh.core.partial_files import PERMISSIONS, local_mode, umask
 from pssh.core.waits import Procedure
+
+if TYPE_CHECKING:  # the bindings' types, for annotations only
+    from ssh2.sftp import SFTP
 
 log = logging.getLogger("pssh.core.tree")
 
@@ -72,7 +75,7 @@ Fetch = Callable[[str, str], Procedure[object]]
 Send = Callable[[str, str], Procedure[object]]
 
 
-def download(link: Link, sftp, remote_root: str, local_root: str, fetch: Fetch,
+def download(link: Link, sftp: SFTP, remote_root: str, local_root: str, fetch: Fetch,
              encoding: str = "utf-8", modes: str = PERMISSIONS) -> Procedure[List[Refused]]:
     """Copy the remote directory ``remote_root`` and all it holds into ``local_root``
     (made if missing), each file by ``fetch``; returns what was refused."""
@@ -145,7 +148,7 @@ def _local_dir(path: str, top: str) -> bool:
     return True
 
 
-def upload(link: Link, sftp, local_root: str, remote_root: str, send: Send,
+def upload(link: Link, sftp: SFTP, local_root: str, remote_root: str, send: Send,
            make_root: bool = True) -> Procedure[None]:
     """Copy the local directory ``local_root`` and all it holds into ``remote_root``, each
     file by ``send``: directories made as needed (``make_root``: the top one with its
@@ -153,7 +156,7 @@ def upload(link: Link, sftp, local_root: str, remote_root: str, send: Send,
     symlinks are followed (as ``scp -r``); one that loops back is skipped."""
     if make_root:
         yield from core_sftp.makedirs(link, sftp, remote_root)
-    pending = [(local_root, remote_root, 0, frozenset())]
+    pending: List[Tuple[str, str, int, frozenset]] = [(local_root, remote_root, 0, frozenset())]
     dir_modes: List[Tuple[str, int]] = [(remote_root, _stat.S_IMODE(os.stat(local_root).st_mode))]
     while pending:
         local_dir, remote_dir, depth, above = pending.pop()

@@ -17,7 +17,12 @@ the background.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Generator, List, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Generator, List, Optional, TypeVar
+
+if TYPE_CHECKING:  # for annotations only (the link imports this module)
+    import socket
+
+    from pssh.core.link import Link
 
 T = TypeVar("T")
 #: A core procedure: yields wait requests, returns its result.
@@ -38,7 +43,7 @@ class SessionIO(Wait):
 
     __slots__ = ("link", "deadline")
 
-    def __init__(self, link, deadline: Optional[float]) -> None:
+    def __init__(self, link: Link, deadline: Optional[float]) -> None:
         self.link = link
         self.deadline = deadline
 
@@ -49,7 +54,7 @@ class SocketIO(Wait):
 
     __slots__ = ("sock", "write", "deadline")
 
-    def __init__(self, sock, write: bool, deadline: Optional[float]) -> None:
+    def __init__(self, sock: socket.socket, write: bool, deadline: Optional[float]) -> None:
         self.sock = sock
         self.write = write
         self.deadline = deadline

@@ -21,16 +21,24 @@ Example::
                     on_result=print)
     poller.run(duration=3600)
 """
+from typing import TYPE_CHECKING, Any
+
 from pssh.poll.buckets import Buckets, HostState, Upgrade, parse_duration
 from pssh.poll.checks import Check
 from pssh.poll.parsers import (Parser, df, json_values, key_value, loadavg, named_number,
                                number, parser_from_spec, regex)
 from pssh.poll.results import Health, PollResult, Value
 
+if TYPE_CHECKING:  # the lazily loaded names below, for the type checker
+    from pssh.poll.poller import Poller
+    from pssh.poll.sessions import HostDown, HostSession, PollTimeout
+    from pssh.poll.sinks import Sink
+
 # Loaded when first asked for: the poller and sessions bring gevent and the clients, the
 # sinks HTTP clients; checks, buckets and parsers alone (what ``pssh poll`` validates its
 # arguments with) need none of them.
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
+    value: Any
     if name == "Poller":
         from pssh.poll.poller import Poller as value
     elif name in ("HostDown", "HostSession", "PollTimeout"):

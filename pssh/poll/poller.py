@@ -22,7 +22,7 @@ import random
 import resource
 import time
 from dataclasses import fields
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import gevent
 from gevent.event import Event
@@ -278,11 +278,11 @@ class Poller:
         self._buckets[interval].push(next_due, next(self._seq), entry)
 
     def _emit(self, item: Union[PollResult, Health]) -> None:
+        # The callback for item's type (each takes its own; Any joins the two).
+        callback: Optional[Callable[[Any], None]] = self.on_health
         if isinstance(item, PollResult):
             self._counters.count(item)
             callback = self.on_result
-        else:
-            callback = self.on_health
         if callback is not None:
             try:
                 callback(item)

@@ -18,7 +18,7 @@ import logging
 import random
 import time
 from dataclasses import dataclass
-from typing import Callable, Optional, Union
+from typing import Callable, Literal, Optional, Union
 
 import gevent
 from gevent.lock import Semaphore
@@ -127,7 +127,7 @@ class HostSession:
     """
 
     def __init__(self, host: str, options: ConnectOptions, *,
-                 ssh_config: Union[SSHConfig, bool, None] = None,
+                 ssh_config: Union[SSHConfig, Literal[False], None] = None,
                  jumps: Optional[JumpHosts] = None, backoff: Optional[Backoff] = None) -> None:
         self.host = host
         self.options = options
@@ -155,7 +155,7 @@ class HostSession:
     def connect(self) -> SSHClient:
         """The connected client: the current one, or a new connection when it is due
         (:class:`HostDown` otherwise, or when connecting fails)."""
-        if self.connected:
+        if self.client is not None and self.connected:
             return self.client
         self._drop()
         if self._closed:
@@ -169,9 +169,10 @@ class HostSession:
                                _jump_hosts=self._jumps, _options=self.options)
         except Exception as err:
             reason = reason_of(err)
-            self._failed(reason if reason.startswith("cannot connect") else
-                         f"cannot connect: {reason}")
-            raise HostDown.at(self.host, self.port, self.last_error) from err
+            if not reason.startswith("cannot connect"):
+                reason = f"cannot connect: {reason}"
+            self._failed(reason)
+            raise HostDown.at(self.host, self.port, reason) from err
         if self._closed:  # closed while connecting
             client.close()
             raise HostDown.at(self.host, self.port, "the poller is closed")
@@ -220,13 +221,14 @@ class HostSession:
         except _NotStarted as err:
             # The connection died before the command started (a server restarted since
             # the last poll, say): nothing ran, so one new connection may try again now.
-            self.lost(f"connection lost: {reason_of(err.__cause__)}")
+            self.lost(f"connection lost: {reason_of(err.__cause__ or err)}")
         client = self.connect()
         try:
             return self._run_on(client, command, deadline, encoding)
         except _NotStarted as err:
-            self.lost(f"connection lost: {reason_of(err.__cause__)}")
-            raise HostDown.at(self.host, self.port, self.last_error) from err.__cause__
+            reason = f"connection lost: {reason_of(err.__cause__ or err)}"
+            self.lost(reason)
+            raise HostDown.at(self.host, self.port, reason) from err.__cause__
 
     def _run_on(self, client: SSHClient, command: str, deadline: float,
                 encoding: str) -> CommandOutput:
@@ -253,8 +255,9 @@ class HostSession:
             # not a host down. A half-opened channel goes with its connection (made anew by
             # the next poll); a started command's channel is closed as at the deadline.
             if not self.connected:
-                self.lost(f"connection lost: {reason_of(err)}")
-                raise HostDown.at(self.host, self.port, self.last_error) from err
+                reason = f"connection lost: {reason_of(err)}"
+                self.lost(reason)
+                raise HostDown.at(self.host, self.port, reason) from err
             if output is None:
                 self.lost(f"starting the command: {reason_of(err)}")
             else:
@@ -269,8 +272,9 @@ class HostSession:
                 raise
             if output is None:
                 raise _NotStarted() from err
-            self.lost(f"connection lost: {reason_of(err)}")
-            raise HostDown.at(self.host, self.port, self.last_error) from err
+            reason = f"connection lost: {reason_of(err)}"
+            self.lost(reason)
+            raise HostDown.at(self.host, self.port, reason) from err
         finally:
             timer.close()
             if stderr_tail is not None:

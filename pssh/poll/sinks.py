@@ -433,7 +433,7 @@ class _HTTPSink(BufferedSink):
         self.timeout = timeout
         super().__init__(**options)
 
-    def _post(self, path: str, params: Mapping[str, str], body: bytes,
+    def _post(self, path: str, params: Mapping[str, Optional[str]], body: bytes,
               headers: Optional[Mapping[str, str]] = None) -> None:
         query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
         request = urllib.request.Request(f"{self.url}{path}?{query}", data=body, method="POST",

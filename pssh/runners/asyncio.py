@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import socket as _socket
-from typing import Any, Awaitable, Optional
+from typing import Any, Awaitable, Callable, Dict, Optional, Tuple
 
 from pssh.core.deadlines import remaining
 from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
@@ -228,7 +228,7 @@ class AsyncioRunner:
 
 
 # request type -> (handler, whether its answer is to be awaited)
-_HANDLERS = {
+_HANDLERS: Dict[type, Tuple[Callable[[AsyncioRunner, Any], Any], bool]] = {
     SessionIO: (AsyncioRunner._session_io, True),
     SocketIO: (AsyncioRunner._socket_io, True),
     Sleep: (AsyncioRunner._sleep, True),

@@ -8,7 +8,7 @@ where the core's procedures wait.
 from __future__ import annotations
 
 import socket as _socket
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Dict, Optional
 
 import gevent
 from gevent import socket as gsocket
@@ -184,7 +184,8 @@ def _wait_io(fd: int, events: int, deadline: Optional[float], waiters: Optional[
         watcher.close()
 
 
-_HANDLERS = {
+#: request type -> its handler (the runner and the request in, the answer out)
+_HANDLERS: Dict[type, Callable[[GeventRunner, Any], Any]] = {
     SessionIO: GeventRunner._session_io,
     SocketIO: GeventRunner._socket_io,
     Sleep: GeventRunner._sleep,

@@ -109,7 +109,7 @@ class VirtualRunner:
         self._ready: Deque[Tuple[_Running, Any, Optional[BaseException]]] = deque()
         self._timers: List[Tuple[float, int, _Waiter]] = []
         self._order = itertools.count()
-        self._selector: Optional[selectors.BaseSelector] = None
+        self._selector: selectors.BaseSelector = selectors.DefaultSelector()
         self._by_fd: Dict[int, Set[_Waiter]] = {}
         self._spawned: List[Task] = []
 
@@ -118,7 +118,8 @@ class VirtualRunner:
         exception. Background procedures still running then are closed."""
         main = _Running(procedure, None)
         self._ready.append((main, None, None))
-        self._selector = selectors.DefaultSelector()
+        self._selector.close()
+        self._selector = selectors.DefaultSelector()   # a fresh one for each run
         self._spawned = []
         try:
             with core_clock.using(self.clock.now):
@@ -134,7 +135,6 @@ class VirtualRunner:
                     self._step(*self._ready.popleft())
         finally:
             self._selector.close()
-            self._selector = None
             self._timers.clear()
             self._by_fd.clear()
         if main.error is not None:

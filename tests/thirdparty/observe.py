@@ -47,7 +47,7 @@ class Observations:
         started = time.monotonic()
         try:
             value = fn()
-        except Exception as exc:  # noqa: BLE001 - the exception is the observation
+        except Exception as exc:  # any exception: it is the observation
             self.seen[name] = exception_record(exc)
             value = None
         else:

@@ -98,7 +98,7 @@ for name, settings in {
 }.items():
     conn = session_with(name, **settings)
     if conn is not None:
-        seen.stage(f"{name}/echo", lambda: conn.send_command("echo logged in").result)
+        seen.stage(f"{name}/echo", lambda: conn.send_command("echo logged in").result)  # noqa: B023 - called now
         conn.close()
 
 # auth_strict_key: scrapli compares the server's key with its known_hosts entry.

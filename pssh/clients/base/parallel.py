@@ -104,6 +104,10 @@ class BaseParallelSSHClient:
     be replaced later (clients of hosts that stay at their index are kept).
     """
 
+    # Every setting is an attribute, set on the class below (one descriptor each); for
+    # the type checker, those this class reads itself.
+    timeout: Optional[float]
+
     def __init__(self, hosts: Iterable[str], pool_size: int = 100,
                  host_config: Optional[List[HostConfig]] = None,
                  ssh_config: Union[str, SSHConfig, bool, None] = None,

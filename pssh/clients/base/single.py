@@ -22,7 +22,7 @@ import os
 import shlex
 import warnings
 import weakref
-from typing import Iterable, Iterator, List, Optional, Union
+from typing import Any, Iterable, Iterator, List, Optional, Union
 
 from gevent import socket
 
@@ -39,11 +39,13 @@ from pssh.core.link import Link
 from pssh.core.waits import pause
 from pssh.core.deadlines import deadline_after
 from pssh.core.keys import inspect_key_file
+from pssh.core.settings import decided
 from pssh.core.tree import Refused, checked_name, refused_message
 from pssh.options import ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
 from pssh.runners.gevent import GeventRunner
 from pssh.ssh_config import SSHConfig
+from ssh2.session import Session
 
 host_logger = logging.getLogger("pssh.host_logger")
 logger = logging.getLogger(__name__)
@@ -72,8 +74,8 @@ class PollMixIn:
     """``poll``/``eagain``/``eagain_write`` on the client's session (parallel-ssh's
     co-operative polling API), each a core procedure on the client's runner."""
 
-    session = None
-    sock = None
+    session: Optional[Session] = None
+    sock: Optional[socket.socket] = None
     host = ""
     port = 22
     timeout: Optional[float] = None
@@ -220,7 +222,7 @@ def in_greenlet(method, *args, **kwargs):
     that parallel-ssh's API lets programs replace. The gevent runner drives procedures in
     the calling greenlet, so the method may wait there like any other step."""
     return method(*args, **kwargs)
-    yield  # noqa: unreachable - makes this a procedure
+    yield  # never reached: makes this function a generator, i.e. a procedure
 
 
 class _ClientLogins:
@@ -288,8 +290,8 @@ class BaseSSHClient(PollMixIn):
         self.password = o.password
         self.passphrase = o.passphrase
         self.port = resolved.port
-        self.num_retries = o.num_retries
-        self.retry_delay = o.retry_delay
+        self.num_retries = decided(o.num_retries)
+        self.retry_delay = decided(o.retry_delay)
         self.timeout = resolved.timeout
         self.allow_agent = o.allow_agent
         self.identity_auth = o.identity_auth
@@ -297,8 +299,8 @@ class BaseSSHClient(PollMixIn):
         self.ipv6_only = o.ipv6_only
         self.compress = o.compress
         self.forward_ssh_agent = o.forward_ssh_agent
-        self.keepalive_seconds = o.keepalive_seconds
-        self.keepalive_count_max = o.keepalive_count_max
+        self.keepalive_seconds = decided(o.keepalive_seconds)
+        self.keepalive_count_max = decided(o.keepalive_count_max)
         self.known_hosts = o.known_hosts
         self.host_key_policy = o.host_key_policy
         self.cert_file = resolved.cert_file
@@ -317,7 +319,7 @@ class BaseSSHClient(PollMixIn):
         self.sock = None
         self._host, self._port = resolved.hostname, resolved.port
         self._readers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-        self._keepalive_greenlet = None
+        self._keepalive_greenlet: Optional[Any] = None  # the native client's KeepAlive
         # Each client resolves and connects through its own methods (parallel-ssh's
         # tests replace this module's socket).
         self._runner = GeventRunner(resolve=self._resolve_for_core,
@@ -558,7 +560,9 @@ class BaseSSHClient(PollMixIn):
         logger.debug("%s: started %r", self.host, wrapped)
         host_out = self._make_host_output(channel, encoding, read_timeout or timeout,
                                           fully_qualified_command=wrapped, errors=errors)
-        host_out.buffers.stdout.reader.marker = marker
+        buffers = host_out.buffers
+        assert buffers is not None and buffers.stdout.reader is not None  # a channel's output
+        buffers.stdout.reader.marker = marker
         return host_out
 
     @on_this_host

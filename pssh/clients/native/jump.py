@@ -27,9 +27,10 @@ class JumpHosts(JumpChain):
         super().__init__()
         self._factory = factory
 
-    def chain(self, hops: Sequence[Hop], **settings) -> Procedure["SSHClient"]:
+    def chain_clients(self, hops: Sequence[Hop], **settings) -> Procedure["SSHClient"]:
         """The client of the last of ``hops``, each reached through the one before;
-        ``settings``: the keyword arguments of each hop's client."""
+        ``settings``: the keyword arguments of each hop's client. (:meth:`JumpChain.chain`
+        with this client's way of making a hop: named apart, as it takes other arguments.)"""
         def make(hop: Hop, via) -> Procedure["SSHClient"]:
             user, host, port = hop
             # A client connects in its constructor, waiting in this greenlet.

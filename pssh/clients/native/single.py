@@ -141,8 +141,9 @@ class SSHClient(TransferMixin, BaseSSHClient):
             self._jumps = JumpHosts(SSHClient)
         options = self.resolved.jump_options()
         try:
-            return self._run(self._jumps.chain(hops, ssh_config=self._ssh_config or False,
-                                               _jump_hosts=self._jumps, _options=options))
+            return self._run(self._jumps.chain_clients(
+                hops, ssh_config=self._ssh_config or False, _jump_hosts=self._jumps,
+                _options=options))
         except Exception as err:
             route = ", ".join(f"{h}:{p}" if p else h for _, h, p in hops)
             raise exc.ProxyError("%s:%s: jump host %s failed: %s", self.host, self.port, route,
@@ -152,6 +153,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
         """A new session on ``self.sock``: handshake (retried on a new connection, as
         parallel-ssh does), then the host key check (never retried)."""
         dial = self._dial()
+        assert self.sock is not None  # _connect() made it
         link = self._run(start_session(self._destination(), self.resolved, self.sock,
                                        _new_session, self._attempt, retries, dial=dial))
         if dial.tunnel is not None:
@@ -184,6 +186,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
 
     def configure_keepalive(self) -> None:
         """Keepalives every ``keepalive_seconds`` (no replies asked)."""
+        assert self.session is not None  # connected
         self.session.keepalive_config(False, self.keepalive_seconds)
 
     def _keepalive(self) -> None:

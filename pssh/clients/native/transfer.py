@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from typing import Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from pssh import exceptions as exc
-from pssh.clients.base.single import in_greenlet, on_this_host
+from pssh.clients.base.single import BaseSSHClient, in_greenlet, on_this_host
 from pssh.core import scp as core_scp, sftp as core_sftp, tree as core_tree
 from pssh.core.sftp import is_dir as _is_dir
 
@@ -29,7 +29,15 @@ SCP_CHUNK = core_scp.CHUNK
 DIR_MODE = core_sftp.DIR_MODE
 
 
-class TransferMixin:
+if TYPE_CHECKING:
+    # For the type checker, the client this is mixed into (its host, link and runner);
+    # at run time a plain mixin, as parallel-ssh's.
+    _Client = BaseSSHClient
+else:
+    _Client = object
+
+
+class TransferMixin(_Client):
     """SFTP and SCP methods of the native client (runs the core's on its link)."""
 
     # -- SFTP sessions and directories ------------------------------------------------

@@ -16,7 +16,7 @@ import atexit
 import logging
 from queue import Queue
 from threading import Event, Thread
-from typing import Dict, Optional
+from typing import Any, Dict, Optional
 
 from gevent import joinall, sleep
 from gevent.hub import get_hub
@@ -138,7 +138,7 @@ class LocalForwarder(Thread):
         Thread.__init__(self, daemon=True)
         self.in_q: Queue = Queue(1)
         self.out_q: Queue = Queue(1)
-        self._servers: Dict[object, TunnelServer] = {}
+        self._servers: Dict[Any, TunnelServer] = {}  # by the client it goes through
         self._hub = None
         self._pool: Optional[Pool] = None
         self.started = Event()
