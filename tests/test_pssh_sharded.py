@@ -12,8 +12,7 @@ import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient
-from pssh.clients.sharded import ShardedParallelSSHClient
-from pssh.clients.sharded.parallel import worker_count
+from pssh.fanout.process import WORKER_MODULE, worker_count
 from pssh.sshd import ServerGroup, free_port
 from processes import alive, processes_with
 
@@ -41,7 +40,7 @@ def test_outputs_in_host_order_with_exit_codes_stdin_and_a_failed_host(group, tm
     from pssh.config import HostConfig
     configs = [HostConfig(port=group.port) for _ in group.hosts] + [HostConfig(port=refused[1])]
     client = sharded(group, tmp_path, hosts=hosts, host_config=configs)
-    assert isinstance(client, ShardedParallelSSHClient)
+    assert type(client) is ParallelSSHClient and client.processes == 2
     output = client.run_command("echo $SSH_CONNECTION; echo %s >&2; exit %s",
                                 host_args=[(i, i) for i in range(len(hosts))],
                                 stop_on_errors=False)
@@ -197,7 +196,7 @@ def _our_workers():
                 command = fh.read()
         except OSError:
             continue
-        if ppid == os.getpid() and b"pssh.clients.sharded.worker" in command and alive(int(pid)):
+        if ppid == os.getpid() and WORKER_MODULE.encode() in command and alive(int(pid)):
             found.append(int(pid))
     return found
 

@@ -161,7 +161,7 @@ def worker_main() -> None:
     on stdout (framed pickles, :mod:`pssh.clients.sharded.frames`)."""
     import signal
 
-    from pssh.clients.sharded.frames import FramedPipe
+    from pssh.fanout.frames import FramedPipe
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     out = os.dup(1)  # messages on the real stdout; anything printed goes to stderr
     os.dup2(2, 1)
@@ -200,15 +200,15 @@ class _ProcessShard:
     def __init__(self, spec: ShardSpec, deliver: Callable[[tuple], None]) -> None:
         from gevent import subprocess
 
-        from pssh.clients.sharded.frames import FramedPipe
-        from pssh.clients.sharded.process import _worker_environment
+        from pssh.fanout.frames import FramedPipe
+        from pssh.fanout.process import worker_environment
         self.number = spec.number
         worker_stdin, to_worker = os.pipe()
         from_worker, worker_stdout = os.pipe()
         try:
             self.popen = subprocess.Popen([sys.executable, "-m", "pssh.poll.shards"],
                                           stdin=worker_stdin, stdout=worker_stdout,
-                                          env=_worker_environment(), close_fds=True)
+                                          env=worker_environment(), close_fds=True)
         except BaseException:
             os.close(to_worker)
             os.close(from_worker)
@@ -521,7 +521,7 @@ class ShardedPoller:
             if self._stop.is_set():
                 return
             if self.processes is not None:
-                from pssh.clients.sharded.parallel import worker_count
+                from pssh.fanout.process import worker_count
                 count = worker_count(self.processes, len(self.hosts))
                 self._shards = _ProcessShards(self._specs(count), self._deliver)
             else:

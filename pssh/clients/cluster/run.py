@@ -32,7 +32,7 @@ from typing import (Callable, Deque, Dict, Iterable, Iterator, List, Mapping, Op
 from pssh import exceptions as exc
 from pssh.clients.cluster.shard_task import (HEARTBEAT, HostRunResult, Shard, pickled,
                                              report_queue_name, run_shard)
-from pssh.clients.sharded.frames import portable
+from pssh.fanout.frames import portable
 
 log = logging.getLogger("pssh.cluster")
 

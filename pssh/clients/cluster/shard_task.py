@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from pssh import exceptions as exc
-from pssh.clients.sharded.frames import portable
+from pssh.fanout.frames import portable
 from pssh.options import ConnectOptions
 
 log = logging.getLogger("pssh.cluster")
@@ -141,7 +141,7 @@ class _ShardServer:
         from gevent.event import Event
         from gevent.lock import BoundedSemaphore
 
-        from pssh.clients.sharded.worker import ShardClient
+        from pssh.fanout.run.shard import ShardClient
         self.client = ShardClient([host for _, host in shard.hosts], shard.options, ssh_config,
                                   pool_size)
         self.shard = shard
