@@ -14,7 +14,7 @@ from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient
 from pssh.fanout.process import WORKER_MODULE, worker_count
 from pssh.sshd import ServerGroup, free_port
-from processes import alive, processes_with
+from processes import alive, children_running, processes_with
 
 
 @pytest.fixture(scope="module")
@@ -187,18 +187,7 @@ def test_worker_count_and_plain_client_for_one_process(group, tmp_path):
 
 def _our_workers():
     """Live worker processes started by this process."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                command = fh.read()
-        except OSError:
-            continue
-        if ppid == os.getpid() and WORKER_MODULE.encode() in command and alive(int(pid)):
-            found.append(int(pid))
-    return found
+    return children_running(os.getpid(), WORKER_MODULE)
 
 
 @pytest.mark.parametrize("attempt", range(3))  # (whether starting a worker yields varies)

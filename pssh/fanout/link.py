@@ -1,6 +1,7 @@
 """What a job sees of the transport it runs on: a :class:`Link` to its parent."""
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, Optional, Protocol
 
 
@@ -33,3 +34,9 @@ class WorkerGone(Exception):
     def __init__(self, why: str) -> None:
         super().__init__(why)
         self.why = why
+
+
+def load_job(name: str) -> Job:
+    """The job function ``"module:function"`` names (jobs go to workers by name)."""
+    module, _, function = name.partition(":")
+    return getattr(importlib.import_module(module), function)

@@ -9,7 +9,6 @@ Signals: :mod:`pssh.fanout.signals`.
 """
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from typing import Callable, List, Optional
@@ -17,6 +16,7 @@ from typing import Callable, List, Optional
 import gevent
 
 from pssh.fanout.frames import FramedPipe
+from pssh.fanout.link import load_job
 from pssh.fanout.signals import install_worker_policy
 
 
@@ -47,12 +47,6 @@ class PipeLink:
     def terminate(self) -> None:
         for callback in self._on_terminate:
             gevent.spawn(callback)
-
-
-def load_job(name: str) -> Callable:
-    """The job function ``"module:function"`` names."""
-    module, _, function = name.partition(":")
-    return getattr(importlib.import_module(module), function)
 
 
 def main() -> None:
