@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 from distributed import Client, LocalCluster
@@ -110,7 +111,7 @@ def test_a_lost_worker_fails_its_hosts_or_reruns_them(group, tmp_path, scheduler
                                                       start_worker, idempotent):
     victim, victim_address = start_worker("victim", "pool=1")
     _, survivor = start_worker("survivor", "pool=1")
-    marker = f"sleep 3.{os.getpid()}{int(idempotent)}"
+    marker = f"sleep 3.{uuid.uuid4().int % 10**9}"  # this test's commands alone
     labels = {host: "pool" for host in group.hosts}
     with run_on_cluster(scheduler, group.hosts, f"echo start; {marker}; echo end",
                         labels=labels, shard_size=2, idempotent=idempotent,
@@ -140,7 +141,7 @@ def test_a_lost_worker_fails_its_hosts_or_reruns_them(group, tmp_path, scheduler
 
 def test_stop_stops_the_remote_commands(group, tmp_path, scheduler, start_worker):
     start_worker("w1", "any=1")
-    marker = f"sleep 432.{os.getpid()}"
+    marker = f"sleep 432.{uuid.uuid4().int % 10**9}"  # this test's commands alone
     run = run_on_cluster(scheduler, group.hosts, f"{marker}; echo never", shard_size=4,
                          **options(group, tmp_path))
     deadline = time.monotonic() + 30

@@ -1,9 +1,8 @@
 """One result pipeline for ``pssh run|copy|fetch|ping``, whatever runs the hosts.
 
 How hosts run is an :class:`Executor`'s business: the plain client in this
-process, the client sharded over worker processes (both
-:class:`pssh.cli.executors.ClientExecutor`), or a Dask cluster
-(:class:`pssh.cli.cluster.ClusterExecutor`). An executor starts a host when the
+process, or the client sharded over worker processes or a Dask cluster (all
+:class:`pssh.cli.executors.ClientExecutor`). An executor starts a host when the
 pipeline says so and reports what happens through :class:`HostEvents`: the
 command started, each output line, bytes moved, the end.
 

@@ -8,6 +8,11 @@ pickle). Dask's calls wait, so both sides make them in threads of their own (gev
 thread pool) and look at their queue without waiting there (a timed-out wait is an
 error in the scheduler's log): more often while messages come.
 
+A task says where it runs first (``hello``). Dask runs a task again when the worker
+running it is lost; the second attempt finds the first one's mark (a Dask event), says
+so (``lost``) and ends at once: the parent's handle on the task is then gone, as a
+worker process that died, and what it ran is the parent's to run again (or not).
+
 The parent says ``alive`` every :data:`HEARTBEAT` seconds: a task that hears nothing
 for :data:`CALLER_LOST` seconds ends as if told to (a parent killed outright leaves
 nothing running). A :class:`DaskGroup` is a ``with`` scope: leaving it tells its
@@ -40,6 +45,8 @@ HEARTBEAT, CALLER_LOST = 5.0, 30.0
 POLL_FIRST, POLL_LAST = 0.01, 0.25
 #: Seconds a closing group gives its tasks to end before cancelling them.
 CLOSE_TIMEOUT = 15.0
+#: Seconds between looks at the cluster's workers, for the tasks of workers lost.
+LOST_CHECK = 1.0
 
 #: Set in a worker process told to terminate: every task there stops its work.
 _TERMINATED = threading.Event()
@@ -103,9 +110,9 @@ class QueueLink:
         self._terminated = False
         self.closed = False
 
-    def send(self, message: tuple) -> None:
+    def send(self, message: tuple, kind: str = "job") -> None:
         try:
-            self.threads.apply(self.reports.put, (pickled((self.number, message)),))
+            self.threads.apply(self.reports.put, (pickled((self.number, kind, message)),))
         except Exception as err:  # the scheduler is gone: nobody reads any more
             raise OSError(f"the Dask scheduler is gone: {err}") from err
 
@@ -155,7 +162,17 @@ class QueueLink:
 def run_task(job: str, init: Any, run_id: str, number: int) -> int:
     """What a Dask worker runs: ``job`` with ``init``, linked to its parent; returns the
     task's number."""
+    import socket
+
+    from distributed import Event, get_worker
     link = QueueLink(run_id, number)
+    first = Event(f"{control_name(run_id, number)}-started")
+    if first.is_set():  # an earlier attempt's worker was lost
+        log.warning("task %s: its first worker was lost: ending", number)
+        link.send((), kind="lost")
+        return number
+    first.set()
+    link.send(f"{get_worker().address} ({socket.gethostname()})", kind="hello")
     load_job(job)(link, init)
     return number
 
@@ -171,6 +188,9 @@ class DaskTask:
         self.group, self.number, self.future, self.control = group, number, future, control
         self.on_message, self.on_gone = on_message, on_gone
         self.error: Optional[str] = None
+        self.closing = False  # told to end: its end is no news
+        #: Where it runs (the Dask worker's address and host name), once it has said.
+        self.where: Optional[str] = None
 
     @property
     def alive(self) -> bool:
@@ -186,6 +206,7 @@ class DaskTask:
             raise WorkerGone(f"cannot be reached through Dask ({err})") from err
 
     def ask_to_end(self) -> None:
+        self.closing = True
         try:
             self.send(("close",))
         except WorkerGone:
@@ -200,13 +221,14 @@ class DaskTask:
 class DaskGroup:
     """The tasks of one scope on the cluster at ``scheduler`` (see :func:`connect_cluster`):
     ``with DaskGroup(scheduler) as group:``; every task :meth:`start` makes is ended when
-    the scope ends (or at :meth:`close`), and the client (with its cluster, if started
-    here) closed."""
+    the scope ends (or at :meth:`close`), and the client closed if made here (with its
+    cluster, if started here; a ``distributed.Client`` given stays open)."""
 
     def __init__(self, scheduler: Any, close_timeout: float = CLOSE_TIMEOUT) -> None:
         from distributed import Queue
         self.threads = gevent.get_hub().threadpool
         self.client, self.cluster = self.threads.apply(connect_cluster, (scheduler,))
+        self._own_client = self.client is not scheduler  # a client given stays open
         self.close_timeout = close_timeout
         self.run_id = uuid.uuid4().hex[:12]
         self.reports = Queue(report_name(self.run_id), client=self.client)
@@ -240,8 +262,11 @@ class DaskGroup:
 
     def _receive(self) -> None:
         """Hand each task's messages on; note the tasks that have ended."""
-        pause = POLL_FIRST
+        pause, looked = POLL_FIRST, time.monotonic()
         while True:
+            if time.monotonic() - looked > LOST_CHECK:
+                self._look_for_lost_workers()
+                looked = time.monotonic()
             # Ended before this look at the queue: everything they sent is in it.
             ended = [t for t in self.tasks.values() if t.error is None
                      and t.future.status in ("error", "cancelled", "finished")]
@@ -253,17 +278,39 @@ class DaskGroup:
                     task._gone(f"the Dask run failed: {err}")
                 return
             for raw in messages:
-                number, message = pickle.loads(raw)
+                number, kind, message = pickle.loads(raw)
                 task = self.tasks.get(number)
-                if task is not None:
+                if task is None or task.error is not None:
+                    continue
+                if kind == "job":
                     task.on_message(message)
+                elif kind == "hello":
+                    task.where = message
+                else:  # "lost": its attempt ran on a worker that was lost
+                    task._gone(f"was lost with its Dask worker {task.where or ''}".strip())
             for task in ended:
                 status = task.future.status
-                task._gone("ended" if status == "finished" else
+                task._gone("closed" if task.closing else "ended" if status == "finished" else
                            f"its Dask task failed: {task.future.exception()}"
                            if status == "error" else "its Dask task was cancelled")
             pause = POLL_FIRST if messages else min(POLL_LAST, pause * 2)
             gevent.sleep(pause)
+
+    def _look_for_lost_workers(self) -> None:
+        """A task whose Dask worker has left the cluster is gone (Dask may run it again
+        elsewhere: that attempt says ``lost`` and ends)."""
+        running = [t for t in self.tasks.values() if t.error is None and t.where]
+        if not running:
+            return
+        try:
+            workers = self.threads.apply(self.client.scheduler_info)["workers"]
+        except Exception as err:  # the scheduler is gone: the receiving says so
+            log.debug("cannot see the cluster's workers: %s", err)
+            return
+        for task in running:
+            address = task.where.split()[0]
+            if address not in workers:
+                task._gone(f"was lost with its Dask worker {address}")
 
     def _beat(self) -> None:
         while True:
@@ -275,27 +322,34 @@ class DaskGroup:
                     except WorkerGone:
                         pass
 
+    def stop(self, tasks: List[DaskTask], timeout: Optional[float] = None) -> None:
+        """End these tasks: told to, and cancelled if still there after ``timeout``."""
+        deadline = time.monotonic() + (self.close_timeout if timeout is None else timeout)
+        for task in tasks:
+            task.ask_to_end()
+        while any(t.error is None for t in tasks) and time.monotonic() < deadline:
+            gevent.sleep(POLL_LAST)
+        for task in tasks:
+            task._gone("closed")
+            try:
+                self.threads.apply(task.future.cancel)
+                self.threads.apply(task.control.close)
+            except Exception as err:
+                log.debug("task %s: %s", task.number, err)
+
     def close(self, timeout: Optional[float] = None) -> None:
         """End every task (told to; cancelled if still there at the deadline); close the
         queues and the client, and the cluster if it was started here."""
         if self.closed:
             return
         self.closed = True
-        deadline = time.monotonic() + (self.close_timeout if timeout is None else timeout)
-        for task in self.tasks.values():
-            task.ask_to_end()
-        while any(t.error is None for t in self.tasks.values()) \
-                and time.monotonic() < deadline:
-            gevent.sleep(POLL_LAST)
+        self.stop(list(self.tasks.values()), timeout)
         self._heartbeat.kill()
         self._receiver.kill()
         try:
-            for task in self.tasks.values():
-                task._gone("closed")
-                self.threads.apply(task.future.cancel)
-            for queue in [self.reports] + [t.control for t in self.tasks.values()]:
-                self.threads.apply(queue.close)
-            self.threads.apply(self.client.close)
+            self.threads.apply(self.reports.close)
+            if self._own_client:
+                self.threads.apply(self.client.close)
             if self.cluster is not None:
                 self.threads.apply(self.cluster.close)
         except Exception as err:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import TYPE_CHECKING, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Union
 
 import gevent
 from gevent.pool import Pool
@@ -49,6 +49,11 @@ class ParallelSSHClient(BaseParallelSSHClient):
       carries on with the other hosts), and the next use of those hosts
       starts a new worker. Per-host clients live in the workers:
       ``host_client()`` and interactive shells are not available.
+    * ``scheduler`` (ours): the same, with the hosts sharded over tasks on a
+      Dask cluster instead (an address such as ``tcp://host:8786``,
+      ``"local:N"`` for N local Dask worker processes, or a
+      ``distributed.Client``; one task per worker thread). Key files,
+      known_hosts and other paths are read on the Dask workers.
 
     Hosts behind the same jump hosts share one session per jump host.
     ``timeout`` is per host, as for a single client; ``join(timeout=...)``
@@ -74,16 +79,22 @@ class ParallelSSHClient(BaseParallelSSHClient):
                  kex_algorithms: Optional[str] = None,
                  connect_timeout: Optional[float] = None,
                  request_timeout: Optional[float] = None,
-                 processes: Union[int, str, None] = None,
+                 processes: Union[int, str, None] = None, scheduler=None,
                  _auth_thread_pool: bool = True) -> None:
         super().__init__(hosts, pool_size=pool_size, host_config=host_config,
                          ssh_config=ssh_config, _auth_thread_pool=_auth_thread_pool,
                          _options=options_of(locals()))
         self._jumps = JumpHosts(SSHClient)
-        self.processes = processes
-        #: The workers' side of the hosts, with ``processes=N`` (None: hosts run here).
+        self.processes, self.scheduler = processes, scheduler
+        #: The workers' side of the hosts, with ``processes=N`` or ``scheduler`` (None: the
+        #: hosts run here).
         self._sharded: Optional[ShardedHosts] = None
-        if processes not in (None, 1):
+        if scheduler is not None:
+            if processes not in (None, 1):
+                raise ValueError("processes= and scheduler= are two ways of sharding the "
+                                 "hosts: give one")
+            self._shard_over_dask()
+        elif processes not in (None, 1):
             self._shard_over_processes()
 
     # -- processes=N: the hosts handed to worker processes (pssh.fanout) ---------------------
@@ -92,14 +103,25 @@ class ParallelSSHClient(BaseParallelSSHClient):
         # Imported here: subprocess and pickle cost every program that imports pssh.clients
         # a few milliseconds of start-up, and most never shard.
         from pssh.fanout.process import ProcessGroup, worker_count
-        from pssh.fanout.run.hosts import ShardedHosts
-        count = lambda: worker_count(self.processes, len(self.hosts))  # noqa: E731
-        count()  # a bad ``processes`` is refused here
-        group = ProcessGroup()
-        # The group is the workers' scope: it ends with close(), or with this client.
+        worker_count(self.processes, len(self.hosts))  # a bad ``processes`` is refused here
+        self._shard_over(ProcessGroup(), lambda: worker_count(self.processes, len(self.hosts)))
+
+    def _shard_over_dask(self) -> None:
+        from pssh.fanout.dask import DaskGroup
+        group = DaskGroup(self.scheduler)
+        threads = group.worker_threads()
+        self._shard_over(group, lambda: max(1, min(threads, len(self.hosts))),
+                         kind="Dask task", own_process=False)
+
+    def _shard_over(self, group, count: Callable[[], int], **kwargs) -> None:
+        """Host ``i`` to worker ``i % count()`` of ``group``."""
+        from pssh.fanout.run.hosts import ShardedHosts, round_robin
+        # The group is the workers' scope: it ends with this client (close() stops the
+        # workers, the next use starts new ones).
         self._finalizer = weakref.finalize(self, group.close)
-        self._sharded = ShardedHosts(group, count, lambda: self.hosts, self._host_options,
-                                     self._ssh_config, self.pool_size)
+        self._sharded = ShardedHosts(group, lambda: round_robin(count(), len(self.hosts)),
+                                     lambda: self.hosts, self._host_options, self._ssh_config,
+                                     self.pool_size, **kwargs)
         self._size_pool()
 
     def _size_pool(self) -> None:
@@ -243,8 +265,11 @@ class ParallelSSHClient(BaseParallelSSHClient):
     def close(self) -> None:
         """Close every host's connection, then the jump host sessions they went through;
         with ``processes=N``, stop the workers (commands still running are stopped on their
-        hosts)."""
+        hosts; the next use starts new ones); with ``scheduler``, stop the tasks and let go
+        of the cluster (a ``local:N`` one started for this client is closed)."""
         if self._sharded is not None:
             self._sharded.close()
+            if self.scheduler is not None:
+                self._finalizer()
         super().close()
         self._jumps.close()

@@ -47,8 +47,10 @@ class ShardWorker:
     """One worker of the run job: the calls waiting for an answer, its commands."""
 
     def __init__(self, group: Group, number: int, hosts: List[Tuple[int, str]],
-                 init: tuple) -> None:
+                 init: tuple, kind: str = "worker process",
+                 placement: Optional[Dict[str, Any]] = None) -> None:
         self.number = number
+        self.kind = kind
         self.hosts = dict(hosts)  # the client's host index -> host name
         self._ids = itertools.count()
         self._waiting: Dict[int, Tuple[AsyncResult, Optional[str]]] = {}
@@ -56,10 +58,18 @@ class ShardWorker:
         #: The commands it runs, by id (the id of the request that started each).
         self.commands: Dict[int, RemoteCommand] = {}
         self.error: Optional[str] = None  # why it is gone, once it is
-        self.transport = group.start(f"worker process {number}", JOB, init, self._dispatch,
-                                     self._gone)
+        self.transport = group.start(f"{kind} {number}", JOB, init, self._dispatch,
+                                     self._gone, **(placement or {}))
+        #: The worker's process id, for a worker process.
         self.pid: Optional[int] = getattr(self.transport, "pid", None)
-        log.debug("worker %d (pid %s) runs %d hosts", number, self.pid, len(self.hosts))
+        log.debug("%s runs %d hosts", self.name, len(self.hosts))
+
+    @property
+    def name(self) -> str:
+        """The worker, and where it runs as far as known ("worker process 1 (pid 123)")."""
+        where = f"pid {self.pid}" if self.pid is not None \
+            else getattr(self.transport, "where", None)
+        return f"{self.kind} {self.number}" + (f" ({where})" if where else "")
 
     @property
     def alive(self) -> bool:
@@ -124,7 +134,7 @@ class ShardWorker:
             return
         self.error = why
         if why != "closed":
-            log.error("worker process %s (pid %s) %s", self.number, self.pid, why)
+            log.error("%s %s", self.name, why)
         for result, host in list(self._waiting.values()):
             result.set_exception(self.lost_error(host))
         for command in self.commands.values():
@@ -133,30 +143,48 @@ class ShardWorker:
 
     def lost_error(self, host: Optional[str]) -> exc.WorkerError:
         if host is None:
-            return exc.WorkerError("worker process %s (pid %s) is gone: it %s", self.number,
-                                   self.pid, self.error)
-        return exc.WorkerError("%s: worker process %s (pid %s) %s before the work on this "
-                               "host was done", host, self.number, self.pid, self.error,
-                               host=host)
+            return exc.WorkerError("%s is gone: it %s", self.name, self.error)
+        return exc.WorkerError("%s: %s %s before the work on this host was done", host,
+                               self.name, self.error, host=host)
+
+
+#: How hosts are sharded: per shard, where its worker may run (keywords of the group's
+#: ``start``, such as Dask ``resources``) and the indices of its hosts.
+Plan = List[Tuple[Dict[str, Any], List[int]]]
+
+
+def round_robin(count: int, hosts: int) -> Plan:
+    """Host ``i`` in shard ``i % count``, any worker."""
+    return [({}, list(range(number, hosts, count))) for number in range(count)]
 
 
 class ShardedHosts:
-    """The hosts of a parallel client, sharded over workers of ``group``. ``hosts()`` and
-    ``options(i)`` are the client's (read at each worker's start: the client may change
-    its hosts); ``pool_size`` applies per worker."""
+    """The hosts of a parallel client, sharded over workers of ``group`` as ``plan()``
+    says. ``hosts()`` and ``options(i)`` are the client's (read at each worker's start:
+    the client may change its hosts); ``pool_size`` applies per worker."""
 
-    def __init__(self, group: Group, count: Callable[[], int], hosts: Callable[[], List[str]],
-                 options: Callable[[int], ConnectOptions], ssh_config, pool_size: int) -> None:
+    def __init__(self, group: Group, plan: Callable[[], Plan], hosts: Callable[[], List[str]],
+                 options: Callable[[int], ConnectOptions], ssh_config, pool_size: int,
+                 kind: str = "worker process", own_process: bool = True) -> None:
         self.group = group
-        #: How many workers the hosts are sharded over now.
-        self.count = count
+        self.plan = plan
+        self.kind = kind
+        #: Whether the workers are processes of their own, whose logging is the job's to
+        #: set (otherwise only the records of pssh's loggers come here).
+        self.own_process = own_process
         self._hosts, self._options = hosts, options
         self.ssh_config = ssh_config
         self.pool_size = pool_size
+        self._plan: Optional[Plan] = None  # the plan of the workers there are
+        self._shard_of: Dict[int, int] = {}
         self._workers: List[Optional[ShardWorker]] = []
         # Starting a worker waits (the process is spawned): hosts asking for their workers
         # at once must not start one twice (the second would be lost, never closed).
         self._starting = RLock()
+
+    def count(self) -> int:
+        """How many workers the hosts are sharded over now."""
+        return len(self.plan())
 
     # -- workers ---------------------------------------------------------------------
 
@@ -164,33 +192,53 @@ class ShardedHosts:
     def workers(self) -> List[ShardWorker]:
         """The workers (started if they were not, or started again if they died)."""
         with self._starting:
-            count = self.count()
-            if len(self._workers) != count:
+            plan = self.plan()
+            if plan != self._plan:  # new hosts: new shards
                 self.close()
-                self._workers.extend([None] * count)
+                self._plan = plan
+                self._shard_of = {i: n for n, (_, indices) in enumerate(plan) for i in indices}
+                self._workers.extend([None] * len(plan))
             for number, worker in enumerate(self._workers):
                 if worker is None or not worker.alive:
-                    self._workers[number] = self._start(number, count)
+                    self._workers[number] = self._start(number)
             return list(self._workers)
 
-    def _start(self, number: int, count: int) -> ShardWorker:
-        shard = [(i, host) for i, host in enumerate(self._hosts()) if i % count == number]
-        options = [self._options(i) for i, _ in shard]
+    def _start(self, number: int) -> ShardWorker:
+        placement, indices = self._plan[number]
+        hosts = self._hosts()
+        shard = [(i, hosts[i]) for i in indices]
+        options = [self._options(i) for i in indices]
         init = (shard, options, self.ssh_config or False, self.pool_size,
-                logging.getLogger("pssh").getEffectiveLevel())
-        return ShardWorker(self.group, number, shard, init)
+                logging.getLogger("pssh").getEffectiveLevel(), self.own_process)
+        return ShardWorker(self.group, number, shard, init, self.kind, placement)
 
     def worker(self, host_i: int) -> ShardWorker:
-        workers = self._workers
-        worker = workers[host_i % len(workers)] if workers else None
-        if worker is None or not worker.alive:
-            worker = self.workers[host_i % len(self._workers)]
-        return worker
+        """The worker of ``hosts[host_i]`` (started if it was not, or had died)."""
+        number = self._shard_of.get(host_i)
+        worker = self._workers[number] if number is not None and self._workers else None
+        if worker is not None and worker.alive:
+            return worker
+        with self._starting:
+            if self._plan is None or self._plan != self.plan():
+                self.workers  # (new) shards: every worker starts
+            number = self._shard_of[host_i]
+            worker = self._workers[number]
+            if worker is None or not worker.alive:  # this one alone starts (again)
+                worker = self._workers[number] = self._start(number)
+            return worker
+
+    def retire(self, number: int) -> None:
+        """Stop the worker of shard ``number`` (a later use of its hosts starts it again)."""
+        worker = self._workers[number]
+        self._workers[number] = None
+        if worker is not None:
+            self.group.stop([worker.transport])
 
     def close(self) -> None:
         """Stop the workers: commands still running are stopped on their hosts."""
         running = [w.transport for w in self._workers if w is not None]
         self._workers.clear()
+        self._plan = None
         self.group.stop(running)
 
     # -- the client's per-host steps, in the host's worker -----------------------------

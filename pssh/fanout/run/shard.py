@@ -213,14 +213,22 @@ class Worker:
         self.stop_all()
 
     def on_init(self, hosts: List[Tuple[int, str]], options: List[ConnectOptions],
-                ssh_config, pool_size: int, log_level: int) -> None:
+                ssh_config, pool_size: int, log_level: int, own_process: bool) -> None:
         # Log records go to the parent's logging, as if logged there; to stderr once the
-        # parent cannot take them.
-        logging.basicConfig(level=log_level, stream=sys.stderr,
-                            format=f"%(levelname)s pssh worker {os.getpid()}: %(message)s")
-        root = logging.getLogger()
-        fallback = root.handlers[:]
-        root.handlers[:] = [_ToParent(self.link, fallback)]
+        # parent cannot take them. In a process of someone else's (a Dask worker), only
+        # pssh's own records go, and that process's logging is left as it is.
+        if own_process:
+            logging.basicConfig(level=log_level, stream=sys.stderr,
+                                format=f"%(levelname)s pssh worker {os.getpid()}: "
+                                       "%(message)s")
+            logger = logging.getLogger()
+        else:
+            logger = logging.getLogger("pssh")
+            logger.setLevel(log_level)
+            logger.propagate = False
+        fallback = logger.handlers[:]
+        self._restore_logging = (logger, fallback, logger.propagate)
+        logger.handlers[:] = [_ToParent(self.link, fallback)]
         self.local = {index: (i, host) for i, (index, host) in enumerate(hosts)}
         self.client = ShardClient([host for _, host in hosts], options, ssh_config, pool_size)
         self.slots = BoundedSemaphore(pool_size)
@@ -324,4 +332,9 @@ def serve(link: Link, init: tuple) -> None:
     worker = Worker(link)
     worker.on_init(*init)
     link.on_terminate(worker.stop_work)
-    worker.serve()
+    try:
+        worker.serve()
+    finally:  # the process may run other jobs after this one (a Dask worker)
+        logger, handlers, propagate = worker._restore_logging
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
