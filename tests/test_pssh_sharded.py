@@ -6,6 +6,7 @@ import sys
 import textwrap
 import time
 import tracemalloc
+import uuid
 
 import gevent
 import pytest
@@ -146,7 +147,7 @@ CTRL_C_PROGRAM = textwrap.dedent("""
     client = ParallelSSHClient(hosts, port=int(sys.argv[2]), pkey=sys.argv[3],
                                known_hosts=sys.argv[4], allow_agent=False, identity_auth=False,
                                processes=2)
-    output = client.run_command("echo started; sleep 4321")
+    output = client.run_command("echo started; sleep " + sys.argv[5])
     for host_output in output:
         next(host_output.stdout)
     print(" ".join(str(w.pid) for w in client.workers), flush=True)
@@ -157,22 +158,34 @@ CTRL_C_PROGRAM = textwrap.dedent("""
 def test_ctrl_c_stops_the_workers_and_the_remote_commands(group, tmp_path):
     program = tmp_path / "program.py"
     program.write_text(CTRL_C_PROGRAM)
+    sleeper = f"4321.{uuid.uuid4().int % 10**9}"  # this test's commands alone (sleep's argv)
     proc = subprocess.Popen([sys.executable, str(program), ",".join(group.hosts),
                              str(group.port), group.keys.private(),
-                             str(tmp_path / "known_hosts")],
+                             str(tmp_path / "known_hosts"), sleeper],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env=dict(os.environ, PYTHONPATH=":".join(
                                 p for p in sys.path if p)))
-    pids = [int(p) for p in proc.stdout.readline().split()]
-    assert len(pids) == 2 and len(processes_with("4321")) == 4
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
-    _, stderr = proc.communicate(timeout=30)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2 and len(commands_of(sleeper, proc.pid)) == 4
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # (a failure above: nothing of it is left running)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     assert "KeyboardInterrupt" in stderr
     deadline = time.monotonic() + 10
-    while (processes_with("4321") or any(alive(p) for p in pids)) \
+    while (processes_with(sleeper) or any(alive(p) for p in pids)) \
             and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert processes_with("4321") == [] and not any(alive(p) for p in pids)
+    assert processes_with(sleeper) == [] and not any(alive(p) for p in pids)
+
+
+def commands_of(marker, program):
+    """The remote commands holding ``marker``, but not ``program`` (whose own command line
+    holds it too, as an argument)."""
+    return [p for p in processes_with(marker) if p != program]
 
 
 def test_worker_count_and_plain_client_for_one_process(group, tmp_path):
@@ -181,8 +194,9 @@ def test_worker_count_and_plain_client_for_one_process(group, tmp_path):
     for bad in (0, "many"):
         with pytest.raises(ValueError):
             worker_count(bad, 10)
-    assert type(sharded(group, tmp_path, processes=1)) is ParallelSSHClient
-    assert type(sharded(group, tmp_path, processes=None)) is ParallelSSHClient
+    for plain in (1, None):
+        client = sharded(group, tmp_path, processes=plain)
+        assert type(client) is ParallelSSHClient and client.workers == []
 
 
 def _our_workers():

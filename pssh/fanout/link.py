@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import pickle
 from typing import Any, Callable, Optional, Protocol
 
 
@@ -40,3 +41,20 @@ def load_job(name: str) -> Job:
     """The job function ``"module:function"`` names (jobs go to workers by name)."""
     module, _, function = name.partition(":")
     return getattr(importlib.import_module(module), function)
+
+
+def portable(err: BaseException) -> BaseException:
+    """``err`` if the other side gets it back whole (its class, message, host and port),
+    else a PSSHError saying the same, with the same host and port."""
+    try:
+        copy = pickle.loads(pickle.dumps(err, protocol=pickle.HIGHEST_PROTOCOL))
+        if type(copy) is type(err) and str(copy) == str(err) \
+                and getattr(copy, "host", None) == getattr(err, "host", None) \
+                and getattr(copy, "port", None) == getattr(err, "port", None):
+            return err
+    except Exception:
+        pass
+    from pssh import exceptions as exc
+    port = getattr(err, "port", None)
+    return exc.PSSHError("%s: %s", type(err).__name__, err, host=getattr(err, "host", None),
+                         port=port if isinstance(port, int) else None)

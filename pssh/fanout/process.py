@@ -72,6 +72,7 @@ class WorkerProcess:
             os.close(worker_stdin)
             os.close(worker_stdout)
         self.pid = self.popen.pid
+        self._reader: Optional[gevent.Greenlet] = None
         self.pipe = FramedPipe(from_worker, to_worker)
         self.error: Optional[str] = None  # how it ended, once it has
         self._closing = False
@@ -110,6 +111,8 @@ class WorkerProcess:
         if self.error is not None:
             return
         self.error = why
+        if self._reader is not None and self._reader is not gevent.getcurrent():
+            self._reader.kill()  # its wait on the pipe ends before the pipe is closed
         self.pipe.close()
         self._on_gone(why)
 

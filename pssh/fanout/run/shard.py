@@ -29,8 +29,7 @@ from gevent.lock import BoundedSemaphore
 from gevent.queue import Queue
 
 from pssh.clients.native.parallel import ParallelSSHClient
-from pssh.fanout.frames import portable
-from pssh.fanout.link import Link
+from pssh.fanout.link import Link, portable
 from pssh.options import ConnectOptions
 from pssh.output import HostOutput
 
