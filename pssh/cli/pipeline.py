@@ -12,9 +12,7 @@ Everything else is decided here, once for every mode: when each host starts
 (``[host]`` lines as they come, ``-o``/``-e`` and ``--output-dir`` files, or
 kept for ``-i``, ``--json``, ``-b`` and ``--diff``), the ``.status`` files, the
 gathered and diff views, the summary, the exit status (``--exit-status``), and
-Ctrl-C, SIGINT and SIGTERM (:mod:`pssh.cli.signals`). A mode that gets a host's
-output whole when it ends (Dask) reports its lines then: the final output is the
-same as the others'.
+Ctrl-C, SIGINT and SIGTERM (:mod:`pssh.cli.signals`).
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 from pssh import exceptions as exc
-from pssh.fanout.dask import connect_cluster
+from pssh.fanout.dask import connect_cluster  # noqa: F401 (pssh.clients.cluster names it)
 
 log = logging.getLogger("pssh.cluster")
 

@@ -79,7 +79,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
                  kex_algorithms: Optional[str] = None,
                  connect_timeout: Optional[float] = None,
                  request_timeout: Optional[float] = None,
-                 processes: Union[int, str, None] = None, scheduler=None,
+                 processes: Union[int, str, None] = None, scheduler: Optional[object] = None,
                  _auth_thread_pool: bool = True) -> None:
         super().__init__(hosts, pool_size=pool_size, host_config=host_config,
                          ssh_config=ssh_config, _auth_thread_pool=_auth_thread_pool,
@@ -97,7 +97,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
         elif processes not in (None, 1):
             self._shard_over_processes()
 
-    # -- processes=N: the hosts handed to worker processes (pssh.fanout) ---------------------
+    # -- processes=N, scheduler=: the hosts handed to workers (pssh.fanout) -----------------
 
     def _shard_over_processes(self) -> None:
         # Imported here: subprocess and pickle cost every program that imports pssh.clients
