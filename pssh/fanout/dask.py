@@ -237,10 +237,13 @@ class DaskGroup:
         self._receiver = gevent.spawn(self._receive)
         self._heartbeat = gevent.spawn(self._beat)
 
+    def workers(self) -> Dict[str, dict]:
+        """The cluster's workers now, by address (Dask's ``scheduler_info``)."""
+        return self.threads.apply(self.client.scheduler_info)["workers"]
+
     def worker_threads(self) -> int:
         """How many tasks the cluster runs at once (its workers' threads)."""
-        workers = self.threads.apply(self.client.scheduler_info)["workers"].values()
-        return sum(w.get("nthreads", 1) for w in workers)
+        return sum(w.get("nthreads", 1) for w in self.workers().values())
 
     def start(self, label: str, job: str, init: Any, on_message: Callable[[tuple], None],
               on_gone: Callable[[str], None], resources: Optional[dict] = None) -> DaskTask:
@@ -283,7 +286,10 @@ class DaskGroup:
                 if task is None or task.error is not None:
                     continue
                 if kind == "job":
-                    task.on_message(message)
+                    try:
+                        task.on_message(message)
+                    except Exception:  # a bug there must not leave everything waiting
+                        log.exception("task %s: bad message %.200r", number, message)
                 elif kind == "hello":
                     task.where = message
                 else:  # "lost": its attempt ran on a worker that was lost
@@ -303,7 +309,7 @@ class DaskGroup:
         if not running:
             return
         try:
-            workers = self.threads.apply(self.client.scheduler_info)["workers"]
+            workers = self.workers()
         except Exception as err:  # the scheduler is gone: the receiving says so
             log.debug("cannot see the cluster's workers: %s", err)
             return

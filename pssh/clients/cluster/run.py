@@ -124,7 +124,7 @@ class ClusterRun:
         self._hub, self._stop = gevent.get_hub(), Event()
         try:
             with group:
-                workers = len(group.threads.apply(group.client.scheduler_info)["workers"])
+                workers = len(group.workers())
                 shards = [({"resources": {label: 1}} if label else {}, indices)
                           for label, indices in plan(workers)]
                 sharded = ShardedHosts(group, lambda: shards, lambda: self.hosts, options,
