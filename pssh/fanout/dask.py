@@ -82,10 +82,9 @@ def connect_cluster(scheduler) -> Tuple[Any, Any]:
     return Client(scheduler), None
 
 
-def control_name(run_id: str, number: int, attempt: Optional[str] = None) -> str:
-    """The queue of the parent's messages to task ``number`` (its ``attempt``: None, the
-    first)."""
-    return f"pssh-{run_id}-{number}-control" + (f"-{attempt}" if attempt else "")
+def control_name(run_id: str, number: int) -> str:
+    """The queue of the parent's messages to task ``number``."""
+    return f"pssh-{run_id}-{number}-control"
 
 
 def report_name(run_id: str) -> str:
@@ -99,11 +98,11 @@ class QueueLink:
     """The :class:`~pssh.fanout.link.Link` of a Dask task: its control queue in, the
     group's report queue out."""
 
-    def __init__(self, run_id: str, number: int, attempt: Optional[str] = None) -> None:
+    def __init__(self, run_id: str, number: int) -> None:
         from distributed import Queue
         self.number = number
         self.reports = Queue(report_name(run_id))
-        self.control = Queue(control_name(run_id, number, attempt))
+        self.control = Queue(control_name(run_id, number))
         self.threads = gevent.get_hub().threadpool  # Dask's calls wait there
         self._pending: List[tuple] = []
         self._on_terminate: List[Callable[[], None]] = []
@@ -135,16 +134,16 @@ class QueueLink:
                 self.closed = True
                 return None
             now = time.monotonic()
+            if terminated() and not self._terminated:  # (looked at however busy it is)
+                self._terminated = True
+                log.warning("task %s: this worker process was told to stop", self.number)
+                for callback in self._on_terminate:
+                    gevent.spawn(callback)
             self._pending = [pickle.loads(m) for m in messages]
             self._pending = [m for m in self._pending if m != ("alive",)]
             if messages:
                 pause, heard = POLL_FIRST, now
                 continue
-            if terminated() and not self._terminated:
-                self._terminated = True
-                log.warning("task %s: this worker process was told to stop", self.number)
-                for callback in self._on_terminate:
-                    gevent.spawn(callback)
             if now - heard > CALLER_LOST:
                 log.warning("task %s: no word from the parent for %.0f s: ending",
                             self.number, now - heard)

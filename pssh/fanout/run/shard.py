@@ -223,11 +223,12 @@ class Worker:
             logger = logging.getLogger()
         else:
             logger = logging.getLogger("pssh")
-            logger.setLevel(log_level)
-            logger.propagate = False
         fallback = logger.handlers[:]
-        self._restore_logging = (logger, fallback, logger.propagate)
+        self._restore_logging = (logger, fallback, logger.propagate, logger.level)
         logger.handlers[:] = [_ToParent(self.link, fallback)]
+        if not own_process:
+            logger.setLevel(log_level)
+            logger.propagate = False  # the host process's handlers do not show them twice
         self.local = {index: (i, host) for i, (index, host) in enumerate(hosts)}
         self.client = ShardClient([host for _, host in hosts], options, ssh_config, pool_size)
         self.slots = BoundedSemaphore(pool_size)
@@ -334,6 +335,7 @@ def serve(link: Link, init: tuple) -> None:
     try:
         worker.serve()
     finally:  # the process may run other jobs after this one (a Dask worker)
-        logger, handlers, propagate = worker._restore_logging
+        logger, handlers, propagate, level = worker._restore_logging
         logger.handlers[:] = handlers
         logger.propagate = propagate
+        logger.setLevel(level)
