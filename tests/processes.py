@@ -27,6 +27,22 @@ def processes_with(word: str):
     return found
 
 
+def children_running(parent: int, word: str):
+    """Live processes that ``parent`` started whose command line holds ``word``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                command = fh.read()
+        except OSError:  # gone meanwhile
+            continue
+        if fields[0] != "Z" and int(fields[1]) == parent and word.encode() in command:
+            found.append(int(pid))
+    return found
+
+
 def in_session(sid: int):
     """Live processes of session ``sid`` (a process started with ``start_new_session``
     and everything it started that stayed in its session)."""

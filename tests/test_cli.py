@@ -3,6 +3,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -118,7 +119,7 @@ def test_host_files_ranges_and_user_port_syntax(group, tmp_path):
 
 @PROCESSES
 def test_timeout_fails_only_the_slow_host(group, tmp_path, sharding):
-    sleeper = f"sleep 60.{os.getpid()}"
+    sleeper = f"sleep 60.{uuid.uuid4().int % 10**9}"  # this test's commands alone
     result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), *sharding, "-t", "3",
                   "--json", "--",
                   f'case "$SSH_CONNECTION" in *{group.hosts[0]}*) {sleeper};; esac; echo done')
@@ -286,7 +287,7 @@ def test_ctrl_c_stops_the_remote_commands(group, tmp_path, sharding):
     stops their commands (sshd alone would leave them running); none is left behind."""
     import time
 
-    sleeper = f"sleep 321.{os.getpid()}"
+    sleeper = f"sleep 321.{uuid.uuid4().int % 10**9}"  # this test's commands alone
     command = [sys.executable, "-m", "pssh", "run", *hosts_arg(group), *conn(group, tmp_path),
                *sharding, "--progress", "never", "--", f"echo started; {sleeper}; echo never"]
     text, interrupted = on_terminal(command, dict(ENV, TERM="xterm"), [

@@ -4,7 +4,10 @@ Read from the source (every import statement, those inside functions too, but no
 ``if TYPE_CHECKING:`` blocks): no import circle anywhere in ``pssh``; the core imports
 only itself, ``ssh2`` and the standard library (no event loop, nothing of the runners,
 the shells or the command line); the runners import the core and their loop only;
-neither front end imports the other.
+neither front end imports the other. Across layers, nothing private is imported and no
+class is filled in from elsewhere (a base class that a subclass registers itself into
+depends on that subclass, a circle no import graph shows). In :mod:`pssh.fanout` the
+transports know nothing of the jobs, and the jobs nothing of the transports.
 """
 import ast
 import os
@@ -146,6 +149,120 @@ def test_the_asyncio_shell_does_not_use_the_gevent_one(module):
 
 
 def test_every_layer_says_what_it_owns_and_may_import():
-    for package in ("pssh.core", "pssh.runners", "pssh.clients", "pssh.aio", "pssh.cli"):
+    for package in ("pssh.core", "pssh.runners", "pssh.clients", "pssh.aio", "pssh.cli",
+                    "pssh.fanout"):
         doc = ast.get_docstring(ast.parse(open(modules()[package]).read())) or ""
         assert "import" in doc.lower(), package
+
+
+def layer(module: str) -> str:
+    """The layer a module belongs to: ``pssh.<package>`` (a top-level module is its own)."""
+    return ".".join(module.split(".")[:2])
+
+
+def trees():
+    return {module: ast.parse(open(path, encoding="utf-8").read())
+            for module, path in modules().items()}
+
+
+TREES = trees()
+
+
+def imported_from(module: str) -> dict:
+    """``{name bound in module: the pssh module it was imported from}``."""
+    found = {}
+    for node in ast.walk(TREES[module]):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pssh") \
+                and not node.level:
+            for alias in node.names:
+                found[alias.asname or alias.name] = node.module
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_nothing_private_is_imported_from_another_layer(module):
+    private = [f"{node.module}.{alias.name}" for node in ast.walk(TREES[module])
+               if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pssh")
+               and layer(node.module) != layer(module)
+               for alias in node.names
+               if alias.name.startswith("_") and not alias.name.startswith("__")]
+    assert private == [], module
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_no_class_is_filled_in_from_another_module(module):
+    """``Base.registry = Sub`` (or ``setattr(Base, ...)``) on a name imported from another
+    module: the base then depends on whoever fills it in."""
+    names = {name for name in imported_from(module) if name[:1].isupper()}  # classes
+    filled = []
+    for node in ast.walk(TREES[module]):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) \
+                    and target.value.id in names:
+                filled.append(f"{target.value.id}.{target.attr}")
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr" \
+                and node.args and isinstance(node.args[0], ast.Name) \
+                and node.args[0].id in names:
+            filled.append(f"setattr({node.args[0].id}, ...)")
+    assert filled == [], module
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_no_constructor_makes_another_class(module):
+    """A ``__new__`` that rebinds ``cls`` hands out a class of someone else's choosing
+    (a subclass, found in a registry): the caller's class depends on it."""
+    swapped = []
+    for cls in ast.walk(TREES[module]):
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        for method in cls.body:
+            if isinstance(method, ast.FunctionDef) and method.name == "__new__":
+                swapped += [f"{cls.name}.__new__" for node in ast.walk(method)
+                            if isinstance(node, (ast.Assign, ast.AugAssign))
+                            for target in (node.targets if isinstance(node, ast.Assign)
+                                           else [node.target])
+                            if isinstance(target, ast.Name) and target.id == "cls"]
+    assert swapped == [], module
+
+
+FANOUT_JOBS = ("pssh.fanout.run", "pssh.fanout.poll")
+FANOUT_SHARED = ("pssh.fanout", "pssh.fanout.link", "pssh.fanout.signals")
+
+
+def is_job(module: str) -> bool:
+    return any(module == job or module.startswith(job + ".") for job in FANOUT_JOBS)
+
+
+@pytest.mark.parametrize("module", [m for m in in_layer("pssh.fanout") if not is_job(m)])
+def test_fanout_transports_know_no_job(module):
+    assert not [m for m in pssh_edges(module)
+                if is_job(m) or layer(m) in ("pssh.clients", "pssh.poll", "pssh.cli")]
+
+
+@pytest.mark.parametrize("module", [m for m in in_layer("pssh.fanout") if is_job(m)])
+def test_fanout_jobs_know_no_transport(module):
+    assert not [m for m in pssh_edges(module) if layer(m) == "pssh.fanout"
+                and not is_job(m) and m not in FANOUT_SHARED]
+
+
+def test_the_checks_see_what_they_are_for():
+    """The registry and the private import this layout once had are caught."""
+    tree = ast.parse("from pssh.clients.native.parallel import ParallelSSHClient\n"
+                     "from pssh.clients.sharded.process import _worker_environment\n"
+                     "class Sub(ParallelSSHClient):\n    pass\n"
+                     "ParallelSSHClient.sharded_class = Sub\n"
+                     "class Base:\n    def __new__(cls, *a, processes=None):\n"
+                     "        if processes:\n            cls = Base.sharded_class\n"
+                     "        return super().__new__(cls)\n")
+    TREES["pssh.poll.example"] = tree
+    try:
+        with pytest.raises(AssertionError):
+            test_nothing_private_is_imported_from_another_layer("pssh.poll.example")
+        with pytest.raises(AssertionError):
+            test_no_class_is_filled_in_from_another_module("pssh.poll.example")
+        with pytest.raises(AssertionError):
+            test_no_constructor_makes_another_class("pssh.poll.example")
+    finally:
+        del TREES["pssh.poll.example"]

@@ -16,7 +16,8 @@ import time
 import pytest
 
 from benchmarks.servers import InfluxDB1
-from processes import processes_with
+from pssh.fanout.process import WORKER_MODULE
+from processes import children_running
 from test_cli import ENV
 from test_poll_engine import HANG, wait_until
 
@@ -48,18 +49,9 @@ def signalled(run, signum, when_ready):
 
 
 def workers_of(pid):
-    """The shard worker processes ``pid`` started that are alive."""
-    def parent(child):
-        with open(f"/proc/{child}/stat") as fh:
-            return int(fh.read().rsplit(")", 1)[1].split()[1])
-    found = []
-    for child in processes_with("pssh.poll.shards"):
-        try:
-            if parent(child) == pid:
-                found.append(child)
-        except OSError:  # gone meanwhile
-            pass
-    return found
+    """The shard worker processes ``pid`` started that are alive (its own children only:
+    no other run on this machine counts)."""
+    return children_running(pid, WORKER_MODULE)
 
 
 def json_lines(text):
@@ -308,8 +300,9 @@ def test_help_and_usage_parse_before_anything_heavy_is_loaded():
 
 def test_a_shard_holds_a_bounded_backlog_and_counts_what_it_drops():
     from pssh.poll import Health, PollResult
-    from pssh.poll.shards import _Outbox, partition
-    outbox = _Outbox(bound=2)
+    from pssh.fanout.poll import Outbox
+    from pssh.poll.shards import partition
+    outbox = Outbox(bound=2)
     for host in ("a", "b", "c"):
         outbox.put(PollResult(host, 22, "load", {}, 1.0, 1.0, 0.1, 10.0, "ok"))
     outbox.put(Health(2.0, 3, 1.0, 0, 0.0, {10.0: 3}, dropped=0))

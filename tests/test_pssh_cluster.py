@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 from distributed import Client, LocalCluster
@@ -110,7 +111,7 @@ def test_a_lost_worker_fails_its_hosts_or_reruns_them(group, tmp_path, scheduler
                                                       start_worker, idempotent):
     victim, victim_address = start_worker("victim", "pool=1")
     _, survivor = start_worker("survivor", "pool=1")
-    marker = f"sleep 3.{os.getpid()}{int(idempotent)}"
+    marker = f"sleep 3.{uuid.uuid4().int % 10**9}"  # this test's commands alone
     labels = {host: "pool" for host in group.hosts}
     with run_on_cluster(scheduler, group.hosts, f"echo start; {marker}; echo end",
                         labels=labels, shard_size=2, idempotent=idempotent,
@@ -140,7 +141,7 @@ def test_a_lost_worker_fails_its_hosts_or_reruns_them(group, tmp_path, scheduler
 
 def test_stop_stops_the_remote_commands(group, tmp_path, scheduler, start_worker):
     start_worker("w1", "any=1")
-    marker = f"sleep 432.{os.getpid()}"
+    marker = f"sleep 432.{uuid.uuid4().int % 10**9}"  # this test's commands alone
     run = run_on_cluster(scheduler, group.hosts, f"{marker}; echo never", shard_size=4,
                          **options(group, tmp_path))
     deadline = time.monotonic() + 30
@@ -170,3 +171,35 @@ def test_command_line_on_a_local_dask_cluster(group, tmp_path):
                for h in group.hosts)
     assert "cannot connect" in records["127.0.0.1:1"]["error"]
     assert "distributed" not in result.stderr  # Dask's own logging stays quiet
+
+
+def test_the_parallel_client_with_a_scheduler_keeps_its_api(group, tmp_path, scheduler,
+                                                             start_worker):
+    """ParallelSSHClient(scheduler=...): the hosts over Dask tasks, the API as in one
+    process (output in host order, exit codes, standard input, a failed host)."""
+    from pssh.clients import ParallelSSHClient
+    from pssh.config import HostConfig
+    _, first = start_worker("w1", "any=1")
+    _, second = start_worker("w2", "any=1")
+    hosts = group.hosts + ["127.0.0.1"]
+    configs = [HostConfig(port=group.port)] * len(group.hosts) + [HostConfig(port=free_port())]
+    client = ParallelSSHClient(hosts, host_config=configs, scheduler=scheduler,
+                               **options(group, tmp_path))
+    try:
+        output = client.run_command("echo $SSH_CONNECTION; cat; exit %s",
+                                    host_args=list(range(len(hosts))), stop_on_errors=False)
+        assert [o.host for o in output] == hosts
+        for host_output in output[:-1]:
+            host_output.stdin.write(f"to {host_output.host}\n")
+            host_output.stdin.close()
+        client.join(output)
+        for i, host_output in enumerate(output[:-1]):
+            lines = list(host_output.stdout)
+            assert lines[0].split()[2] == host_output.host
+            assert lines[1:] == [f"to {host_output.host}"] and host_output.exit_code == i
+        assert isinstance(output[-1].exception, exc.ConnectionRefused)
+        where = {w.transport.where.split()[0] for w in client.workers}
+        assert where == {first, second}  # one task per worker thread
+    finally:
+        client.close()
+    assert scheduler.scheduler_info()["workers"]  # the caller's cluster stays as it was

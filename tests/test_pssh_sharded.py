@@ -6,16 +6,16 @@ import sys
 import textwrap
 import time
 import tracemalloc
+import uuid
 
 import gevent
 import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient
-from pssh.clients.sharded import ShardedParallelSSHClient
-from pssh.clients.sharded.parallel import worker_count
+from pssh.fanout.process import WORKER_MODULE, worker_count
 from pssh.sshd import ServerGroup, free_port
-from processes import alive, processes_with
+from processes import alive, children_running, processes_with
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +41,7 @@ def test_outputs_in_host_order_with_exit_codes_stdin_and_a_failed_host(group, tm
     from pssh.config import HostConfig
     configs = [HostConfig(port=group.port) for _ in group.hosts] + [HostConfig(port=refused[1])]
     client = sharded(group, tmp_path, hosts=hosts, host_config=configs)
-    assert isinstance(client, ShardedParallelSSHClient)
+    assert type(client) is ParallelSSHClient and client.processes == 2
     output = client.run_command("echo $SSH_CONNECTION; echo %s >&2; exit %s",
                                 host_args=[(i, i) for i in range(len(hosts))],
                                 stop_on_errors=False)
@@ -147,7 +147,7 @@ CTRL_C_PROGRAM = textwrap.dedent("""
     client = ParallelSSHClient(hosts, port=int(sys.argv[2]), pkey=sys.argv[3],
                                known_hosts=sys.argv[4], allow_agent=False, identity_auth=False,
                                processes=2)
-    output = client.run_command("echo started; sleep 4321")
+    output = client.run_command("echo started; sleep " + sys.argv[5])
     for host_output in output:
         next(host_output.stdout)
     print(" ".join(str(w.pid) for w in client.workers), flush=True)
@@ -158,22 +158,34 @@ CTRL_C_PROGRAM = textwrap.dedent("""
 def test_ctrl_c_stops_the_workers_and_the_remote_commands(group, tmp_path):
     program = tmp_path / "program.py"
     program.write_text(CTRL_C_PROGRAM)
+    sleeper = f"4321.{uuid.uuid4().int % 10**9}"  # this test's commands alone (sleep's argv)
     proc = subprocess.Popen([sys.executable, str(program), ",".join(group.hosts),
                              str(group.port), group.keys.private(),
-                             str(tmp_path / "known_hosts")],
+                             str(tmp_path / "known_hosts"), sleeper],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env=dict(os.environ, PYTHONPATH=":".join(
                                 p for p in sys.path if p)))
-    pids = [int(p) for p in proc.stdout.readline().split()]
-    assert len(pids) == 2 and len(processes_with("4321")) == 4
-    os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
-    _, stderr = proc.communicate(timeout=30)
+    try:
+        pids = [int(p) for p in proc.stdout.readline().split()]
+        assert len(pids) == 2 and len(commands_of(sleeper, proc.pid)) == 4
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:  # (a failure above: nothing of it is left running)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     assert "KeyboardInterrupt" in stderr
     deadline = time.monotonic() + 10
-    while (processes_with("4321") or any(alive(p) for p in pids)) \
+    while (processes_with(sleeper) or any(alive(p) for p in pids)) \
             and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert processes_with("4321") == [] and not any(alive(p) for p in pids)
+    assert processes_with(sleeper) == [] and not any(alive(p) for p in pids)
+
+
+def commands_of(marker, program):
+    """The remote commands holding ``marker``, but not ``program`` (whose own command line
+    holds it too, as an argument)."""
+    return [p for p in processes_with(marker) if p != program]
 
 
 def test_worker_count_and_plain_client_for_one_process(group, tmp_path):
@@ -182,24 +194,14 @@ def test_worker_count_and_plain_client_for_one_process(group, tmp_path):
     for bad in (0, "many"):
         with pytest.raises(ValueError):
             worker_count(bad, 10)
-    assert type(sharded(group, tmp_path, processes=1)) is ParallelSSHClient
-    assert type(sharded(group, tmp_path, processes=None)) is ParallelSSHClient
+    for plain in (1, None):
+        client = sharded(group, tmp_path, processes=plain)
+        assert type(client) is ParallelSSHClient and client.workers == []
 
 
 def _our_workers():
     """Live worker processes started by this process."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                command = fh.read()
-        except OSError:
-            continue
-        if ppid == os.getpid() and b"pssh.clients.sharded.worker" in command and alive(int(pid)):
-            found.append(int(pid))
-    return found
+    return children_running(os.getpid(), WORKER_MODULE)
 
 
 @pytest.mark.parametrize("attempt", range(3))  # (whether starting a worker yields varies)

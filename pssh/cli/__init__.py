@@ -5,7 +5,7 @@ usage errors never load gevent, the clients or rich (a third of a second).
 
 What this package owns: the command line (parsing, host sets, the display, one
 result pipeline for every way hosts are run). What it may import: the API shells
-(:mod:`pssh.clients`; Dask's path in :mod:`pssh.clients.cluster`), the core's data
+(:mod:`pssh.clients`, sharded through :mod:`pssh.fanout`), the core's data
 (settings, ssh_config), rich; the runners and ``ssh2`` only through the shells.
 """
 from __future__ import annotations

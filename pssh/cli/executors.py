@@ -1,7 +1,8 @@
 """Hosts run by :class:`pssh.clients.ParallelSSHClient`: in this process, or sharded over
-worker processes (``--processes``). Each host is one greenlet here, doing the
-host's work through the client's per-host methods; a command's output streams
-to the pipeline line by line as it comes.
+worker processes (``--processes``) or Dask tasks (``--scheduler``), both through
+:mod:`pssh.fanout`. Each host is one greenlet here, doing the host's work through
+the client's per-host methods; a command's output streams to the pipeline line by
+line as it comes, whatever runs it.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 import gevent
 
 from pssh import exceptions as exc
-from pssh.cli.hosts import HostSpec, file_name
+from pssh.cli.hosts import HostSpec, UsageError, file_name
 from pssh.cli.pipeline import HostEvents, ended_without_status
 from pssh.clients import ParallelSSHClient
 from pssh.clients.reader import split_lines
@@ -46,19 +47,28 @@ def reason(err: BaseException) -> str:
 
 
 class ClientExecutor:
-    """The :class:`~pssh.cli.pipeline.Executor` of the parallel client (``processes`` as
-    ``--processes`` says)."""
+    """The :class:`~pssh.cli.pipeline.Executor` of the parallel client (``processes`` and
+    ``scheduler`` as ``--processes`` and ``--scheduler`` say)."""
 
     def __init__(self, args, hosts: List[HostSpec], connect: ConnectOptions, config,
                  events: HostEvents) -> None:
         self.args = args
         self.events = events
         self.labels = [h.label for h in hosts]
-        self.client = ParallelSSHClient(
-            [h.host for h in hosts], host_config=[HostConfig(user=h.user, port=h.port)
-                                                  for h in hosts],
-            pool_size=args.parallel, ssh_config=config, processes=args.processes,
-            **connect.given())
+        scheduler = getattr(args, "scheduler", None)
+        try:
+            self.client = ParallelSSHClient(
+                [h.host for h in hosts], host_config=[HostConfig(user=h.user, port=h.port)
+                                                      for h in hosts],
+                pool_size=args.parallel, ssh_config=config, processes=args.processes,
+                scheduler=scheduler, **connect.given())
+        except ImportError:
+            raise UsageError("--scheduler needs Dask: pip install 'pssh[dask]' "
+                             "(dask and distributed)") from None
+        except OSError as err:  # no scheduler at that address
+            raise UsageError(f"cannot reach the Dask scheduler {scheduler}: {err}") from None
+        #: Hosts that may run again once if their Dask task is lost (--idempotent).
+        self.again = set(range(len(hosts))) if getattr(args, "idempotent", False) else set()
         self.work = {"run": self._run, "copy": self._copy, "fetch": self._fetch,
                      "ping": self._ping}[args.subcommand]
         self.tasks: Dict[int, gevent.Greenlet] = {}
@@ -103,14 +113,14 @@ class ClientExecutor:
         gevent.killall(list(self.tasks.values()), block=False)
         if now and self.args.processes:
             return  # the workers stop their commands themselves when this process ends
-        self.client.close()
+        self.client.close()  # (a Dask cluster started for the run included)
 
     # -- one host ----------------------------------------------------------------------
 
     def _host(self, index: int) -> None:
         exit_code = error = note = None
         try:
-            exit_code, error, note = self.work(index)
+            exit_code, error, note = self._work(index)
         except gevent.GreenletExit:  # stopped: this host alone (-t ran out), or the run
             if index in self.cancelled:
                 error = reason(self.cancelled.pop(index))
@@ -126,6 +136,17 @@ class ClientExecutor:
             self.tasks.pop(index, None)
             self.commands.pop(index, None)
         self.events.finished(index, exit_code, error, note)
+
+    def _work(self, index: int) -> Outcome:
+        try:
+            return self.work(index)
+        except exc.WorkerError as err:
+            if index not in self.again:
+                raise
+            self.again.discard(index)  # once: its shard's worker was lost mid-run
+            log.warning("%s: %s; running it again (--idempotent)", self.labels[index], err)
+            self.commands.pop(index, None)
+            return self.work(index)
 
     def _give_up(self, index: int) -> None:
         """After a failure: stop the command if it runs (e.g. -t ran out), and drop the

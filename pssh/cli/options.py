@@ -125,8 +125,8 @@ def _run_options(conn) -> None:
                            "for runs bound by one core's CPU (default: one process)")
     conn.add_argument("--scheduler", metavar="ADDRESS|local:N",
                       help="run on a Dask cluster (tcp://host:8786), or on N local Dask "
-                           "worker processes started for the run (local:N); run only; "
-                           "each host's output arrives when it ends")
+                           "worker processes started for the run (local:N); run and poll "
+                           "only")
     conn.add_argument("--idempotent", action="store_true",
                       help="with --scheduler: a host whose Dask worker is lost may run the "
                            "command again elsewhere (otherwise it fails)")

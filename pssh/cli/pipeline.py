@@ -1,9 +1,8 @@
 """One result pipeline for ``pssh run|copy|fetch|ping``, whatever runs the hosts.
 
 How hosts run is an :class:`Executor`'s business: the plain client in this
-process, the client sharded over worker processes (both
-:class:`pssh.cli.executors.ClientExecutor`), or a Dask cluster
-(:class:`pssh.cli.cluster.ClusterExecutor`). An executor starts a host when the
+process, or the client sharded over worker processes or a Dask cluster (all
+:class:`pssh.cli.executors.ClientExecutor`). An executor starts a host when the
 pipeline says so and reports what happens through :class:`HostEvents`: the
 command started, each output line, bytes moved, the end.
 
@@ -13,9 +12,7 @@ Everything else is decided here, once for every mode: when each host starts
 (``[host]`` lines as they come, ``-o``/``-e`` and ``--output-dir`` files, or
 kept for ``-i``, ``--json``, ``-b`` and ``--diff``), the ``.status`` files, the
 gathered and diff views, the summary, the exit status (``--exit-status``), and
-Ctrl-C, SIGINT and SIGTERM (:mod:`pssh.cli.signals`). A mode that gets a host's
-output whole when it ends (Dask) reports its lines then: the final output is the
-same as the others'.
+Ctrl-C, SIGINT and SIGTERM (:mod:`pssh.cli.signals`).
 """
 from __future__ import annotations
 

@@ -3,7 +3,7 @@
 ``pssh run|copy|fetch|ping --help`` describes each subcommand. This module
 gathers the hosts and the connection settings, then hands the run to the one
 result pipeline (:mod:`pssh.cli.pipeline`) with the executor of the mode
-asked for (:mod:`pssh.cli.executors`, :mod:`pssh.cli.cluster`).
+asked for (:mod:`pssh.cli.executors`).
 """
 from __future__ import annotations
 
@@ -158,16 +158,10 @@ def _display(args, hosts: List[HostSpec]) -> Display:
 
 
 def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> int:
-    """Run the hosts through the one result pipeline, with the executor the mode asks
-    for: a Dask cluster (``--scheduler``) or the parallel client (sharded with
-    ``--processes``)."""
+    """Run the hosts through the one result pipeline with the parallel client: in this
+    process, sharded over worker processes (``--processes``) or over a Dask cluster
+    (``--scheduler``)."""
     _check_paths(args)
-    make: Callable[..., Executor]
-    if args.scheduler is not None:
-        from pssh.cli.cluster import ClusterExecutor  # Dask only for this
-        make = ClusterExecutor
-    else:
-        from pssh.cli.executors import ClientExecutor
-        make = ClientExecutor
+    from pssh.cli.executors import ClientExecutor
     pipeline = Pipeline(args, [h.label for h in hosts], _display(args, hosts))
-    return pipeline.run(lambda events: make(args, hosts, connect, config, events))
+    return pipeline.run(lambda events: ClientExecutor(args, hosts, connect, config, events))

@@ -8,8 +8,8 @@ that ship them (:mod:`pssh.poll.sinks`) and sharding (:mod:`pssh.poll.shards`).
 What it may import: the gevent API shell :mod:`pssh.clients` (each host's connection
 is a :class:`pssh.clients.SSHClient`, so ssh_config, known_hosts, keys and jump hosts
 work as for ``pssh run``), the core's data (:mod:`pssh.options`,
-:mod:`pssh.exceptions`, :mod:`pssh.ssh_config`, :mod:`pssh.config`), gevent and the
-standard library; never :mod:`pssh.cli` (the ``pssh poll`` command imports this) nor
+:mod:`pssh.exceptions`, :mod:`pssh.ssh_config`, :mod:`pssh.config`), :mod:`pssh.fanout`
+(its transports and its poll job, for sharding), gevent and the standard library; never :mod:`pssh.cli` (the ``pssh poll`` command imports this) nor
 :mod:`pssh.aio`.
 
 Example::

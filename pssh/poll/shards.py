@@ -1,53 +1,46 @@
 """Polling scaled out: the hosts partitioned over worker processes (``processes=N``) or
-Dask workers (``scheduler=``), each shard a :class:`~pssh.poll.poller.Poller` of its own.
+Dask workers (``scheduler=``), each shard a :class:`~pssh.poll.poller.Poller` of its own
+(the "poll" job of :mod:`pssh.fanout`, :mod:`pssh.fanout.poll`).
 
 Each shard keeps its own hosts' bucket state for the whole run (a host never changes
 shard). Results and health reports come back to this process, which writes them to
 *its* sinks: one place buffers, counts drops and flushes at the end, standard output
 is written by one process only (no interleaved lines), and a database sees one writer
-per run. A shard sends what its poller gives in batches (every
-:data:`FORWARD_INTERVAL` seconds) and holds at most :data:`FORWARD_BOUND` of them
-while this process is not reading: past that it drops and counts, as a sink does.
-The health written is the fleet's: the shards' latest reports added up, with this
-process's sinks' drops and backlog.
+per run. A shard sends what its poller gives in batches and holds a bounded backlog
+while this process is not reading (see :mod:`pssh.fanout.poll`). The health written is
+the fleet's: the shards' latest reports added up, with this process's sinks' drops and
+backlog.
 
-Stopping (:meth:`ShardedPoller.stop`, e.g. on SIGTERM) asks every shard to stop: it
+Stopping (:meth:`ShardedPoller.stop`, e.g. on SIGTERM) asks every shard to end: it
 stops its poller (closing its sessions), sends what it still holds and exits; a shard
 that does not within half of the ShardedPoller's ``stop_timeout`` (by default
-:data:`STOP_TIMEOUT`) is killed. Worker processes ignore SIGINT
-(the parent's to handle) and take SIGTERM (sent to a whole process group by
-``timeout``, systemd, CI) as a stop. A worker whose parent disappears stops too.
+:data:`STOP_TIMEOUT`) is killed when the transport's ``with`` scope ends. Signals in
+the workers: :mod:`pssh.fanout.signals`. A worker whose parent disappears stops too.
 """
 from __future__ import annotations
 
 import logging
-import os
-import pickle
-import sys
 import time
-import uuid
-from collections import deque
-from dataclasses import dataclass, field, replace
-from typing import (Any, Callable, Deque, Dict, List, Optional, Sequence, Tuple, Union)
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import gevent
 from gevent.event import Event
 
+from pssh.fanout.poll import FORWARD_BOUND, FORWARD_INTERVAL, ShardSpec, portable_checks
 from pssh.poll.buckets import Buckets, HostState
 from pssh.poll.checks import Check
 from pssh.poll.results import Health, PollResult
 
 log = logging.getLogger("pssh.poll.shards")
 
-#: Seconds between a shard's batches of results to the parent.
-FORWARD_INTERVAL = 0.25
-#: The most results and health reports a shard holds while its parent is not reading.
-FORWARD_BOUND = 100_000
 #: Seconds a stopped shard gets to close its sessions and send what it holds, and then
 #: the sinks to send theirs, unless ``ShardedPoller(stop_timeout=...)`` says otherwise.
 STOP_TIMEOUT = 20.0
 #: The longest delay (s) before a worker process that died is started again.
 RESTART_MAX = 30.0
+#: The job each shard runs.
+JOB = "pssh.fanout.poll:serve"
 
 
 def partition(count: int, shards: int) -> List[List[int]]:
@@ -57,360 +50,69 @@ def partition(count: int, shards: int) -> List[List[int]]:
     return [list(range(start, count, shards)) for start in range(shards)]
 
 
-def _portable(checks: Sequence[Check]) -> bytes:
-    """The checks pickled for another process; a parser that pickle cannot take (a
-    closure, such as ``regex(...)``) goes by value through cloudpickle when installed."""
-    try:
-        return pickle.dumps(list(checks), protocol=pickle.HIGHEST_PROTOCOL)
-    except (pickle.PicklingError, AttributeError, TypeError) as err:
-        try:
-            import cloudpickle
-        except ImportError:
-            names = ", ".join(c.name for c in checks)
-            raise ValueError(f"checks {names}: a parser cannot be sent to a worker process "
-                             f"({err}); use parsers defined at module level, or install "
-                             f"cloudpickle") from None
-        return cloudpickle.dumps(list(checks), protocol=pickle.HIGHEST_PROTOCOL)
+class _Shards:
+    """The shards of a run, as workers of ``group`` (a transport's scope). A shard gone
+    without a word (killed, out of memory, a crash) is started again if ``restart``
+    says so, after a delay that doubles up to :data:`RESTART_MAX` seconds: its hosts are
+    polled again, from the fastest bucket; otherwise it is an error. ``ended`` is set
+    once every shard has ended for good (told to stop, or unable to start)."""
 
-
-@dataclass
-class ShardSpec:
-    """What one shard is told: its hosts and everything its poller is made with."""
-
-    number: int
-    hosts: List[str]
-    checks: bytes  # pickled (see _portable)
-    buckets: Buckets
-    health_interval: float
-    workers_per_bucket: Optional[int]
-    settings: Dict[str, Any] = field(default_factory=dict)  # host_config, ssh_config, ...
-    duration: Optional[float] = None
-    log_level: int = logging.WARNING
-
-
-class _Outbox:
-    """What a shard has for its parent, bounded; drops past the bound are counted."""
-
-    def __init__(self, bound: int = FORWARD_BOUND) -> None:
-        self.items: Deque[Union[PollResult, Health]] = deque()
-        self.bound = bound
-        self.dropped = 0
-
-    def put(self, item: Union[PollResult, Health]) -> None:
-        if isinstance(item, Health):  # the shard's drops are the parent's to add up
-            item = replace(item, dropped=item.dropped + self.dropped, buffered=len(self.items))
-        if len(self.items) >= self.bound:
-            if not self.dropped:
-                log.warning("the parent is not reading: dropping results")
-            self.dropped += 1
-            return
-        self.items.append(item)
-
-    def take(self) -> List[Union[PollResult, Health]]:
-        items = list(self.items)
-        self.items.clear()
-        return items
-
-
-def _shard_poller(spec: ShardSpec, outbox: _Outbox):
-    from pssh.poll.poller import Poller
-    checks = pickle.loads(spec.checks)
-    return Poller(spec.hosts, checks, buckets=spec.buckets, on_result=outbox.put,
-                  on_health=outbox.put, health_interval=spec.health_interval,
-                  workers_per_bucket=spec.workers_per_bucket, **spec.settings)
-
-
-def _serve_shard(spec: ShardSpec, send: Callable[[tuple], None],
-                 stop_requested: Callable[[], bool]) -> None:
-    """Run one shard's poller until its duration ends or it is told to stop, sending
-    batches through ``send`` (which may wait: it runs in a greenlet of its own)."""
-    outbox = _Outbox()
-    try:
-        poller = _shard_poller(spec, outbox)
-    except Exception as err:
-        send(("error", spec.number, f"{type(err).__name__}: {err}"))
-        return
-
-    def forward() -> None:
-        while True:
-            gevent.sleep(FORWARD_INTERVAL)
-            items = outbox.take()
-            if items:
-                send(("items", spec.number, items))
-
-    def watch() -> None:
-        while not stop_requested():
-            gevent.sleep(0.1)
-        poller.stop()
-
-    helpers = [gevent.spawn(forward), gevent.spawn(watch)]
-    try:
-        poller.run(spec.duration)
-    finally:
-        gevent.killall(helpers)
-        items = outbox.take()
-        if items:
-            send(("items", spec.number, items))
-        send(("ended", spec.number, dict(poller.states()), outbox.dropped))
-
-
-# -- worker processes ---------------------------------------------------------------
-
-def worker_main() -> None:
-    """``python -m pssh.poll.shards``: one shard, told what to do on stdin, results out
-    on stdout (framed pickles, :mod:`pssh.clients.sharded.frames`)."""
-    import signal
-
-    from pssh.clients.sharded.frames import FramedPipe
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    out = os.dup(1)  # messages on the real stdout; anything printed goes to stderr
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    pipe = FramedPipe(0, out)
-    message = pipe.receive()
-    if message is None:
-        return
-    spec: ShardSpec = pickle.loads(message[1])
-    logging.basicConfig(level=spec.log_level, stream=sys.stderr,
-                        format=f"pssh poll (shard {spec.number}): %(message)s")
-    stop = Event()
-    gevent.signal_handler(signal.SIGTERM, stop.set)
-
-    def listen() -> None:  # "stop", or the parent gone (end of input): stop
-        pipe.receive()
-        stop.set()
-
-    listener = gevent.spawn(listen)
-
-    def send(message: tuple) -> None:
-        try:
-            pipe.send(message)
-            pipe.flush()
-        except OSError:  # the parent is gone
-            stop.set()
-
-    _serve_shard(spec, send, stop.is_set)
-    listener.kill()
-    pipe.flush()
-
-
-class _ProcessShard:
-    """The parent's handle on one worker process."""
-
-    def __init__(self, spec: ShardSpec, deliver: Callable[[tuple], None]) -> None:
-        from gevent import subprocess
-
-        from pssh.clients.sharded.frames import FramedPipe
-        from pssh.clients.sharded.process import _worker_environment
-        self.number = spec.number
-        worker_stdin, to_worker = os.pipe()
-        from_worker, worker_stdout = os.pipe()
-        try:
-            self.popen = subprocess.Popen([sys.executable, "-m", "pssh.poll.shards"],
-                                          stdin=worker_stdin, stdout=worker_stdout,
-                                          env=_worker_environment(), close_fds=True)
-        except BaseException:
-            os.close(to_worker)
-            os.close(from_worker)
-            raise
-        finally:
-            os.close(worker_stdin)
-            os.close(worker_stdout)
-        self.pipe = FramedPipe(from_worker, to_worker)
-        self.pipe.send(("init", pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL)))
-        self.deliver = deliver
-        self.said: Optional[str] = None  # "ended" or "error", once the worker has said it
-        self.lost: Optional[str] = None  # how it ended, when it ended without saying
-        self.ended = Event()
-        self.reader = gevent.spawn(self._read)
-        log.debug("shard %d: worker process %d polls %d hosts", spec.number, self.popen.pid,
-                  len(spec.hosts))
-
-    def _read(self) -> None:
-        try:
-            while (message := self.pipe.receive()) is not None:
-                if message[0] in ("ended", "error"):
-                    self.said = message[0]
-                self.deliver(message)
-        except Exception as err:
-            log.error("shard %d: cannot read from its worker process: %s", self.number, err)
-        finally:
-            code = self.popen.wait()
-            if self.said is None:  # gone without a word: killed, or a crash
-                self.lost = (f"worker process {self.popen.pid} was killed by signal {-code}"
-                             if code < 0 else f"worker process {self.popen.pid} exited "
-                             f"with status {code}")
-            self.pipe.close()
-            self.ended.set()
-
-    def stop(self) -> None:
-        try:
-            self.pipe.send(("stop",))
-        except OSError:
-            pass
-
-    def kill(self) -> None:
-        if self.popen.poll() is None:
-            log.warning("shard %d: worker process %d did not stop: killed", self.number,
-                        self.popen.pid)
-            self.popen.kill()
-
-
-class _ProcessShards:
-    """The worker processes of a run. A worker that dies (killed, out of memory, a crash)
-    is started again after a delay that doubles up to :data:`RESTART_MAX` seconds: its
-    hosts are polled again, from the fastest bucket. ``ended`` is set once every shard
-    has ended for good (told to stop, or unable to start)."""
-
-    def __init__(self, specs: List[ShardSpec], deliver: Callable[[tuple], None]) -> None:
+    def __init__(self, group: Any, specs: List[ShardSpec], deliver: Callable[[tuple], None],
+                 restart: bool) -> None:
+        self.group = group
         self.specs = {spec.number: spec for spec in specs}
-        self.shards: Dict[int, _ProcessShard] = {}
+        self.deliver = deliver
+        self.restart = restart
+        self.workers: Dict[int, Any] = {}
+        self.said: Set[int] = set()  # shards that said "ended" or "error"
+        self.running = set(self.specs)
+        self.delays = {number: 1.0 for number in self.specs}
         self.ended = Event()
         self.stopping = False
-        self.restarts = 0
-        try:
-            for spec in specs:
-                self.shards[spec.number] = _ProcessShard(spec, deliver)
-        except BaseException:
-            self.close()
-            raise
-        self._keepers = [gevent.spawn(self._keep, number, deliver) for number in self.shards]
-        gevent.spawn(self._watch)
+        for number in self.specs:
+            self._start(number)
 
-    def _keep(self, number: int, deliver: Callable[[tuple], None]) -> None:
-        delay = 1.0
-        while True:
-            shard = self.shards[number]
-            shard.ended.wait()
-            if self.stopping or shard.lost is None:
-                return
-            log.warning("shard %d: %s; started again in %g s (its hosts start again in the "
-                        "fastest bucket)", number, shard.lost, delay)
-            gevent.sleep(delay)
-            if self.stopping:
-                return
-            delay = min(RESTART_MAX, delay * 2)
-            self.restarts += 1
-            deliver(("restarted", number))
-            self.shards[number] = _ProcessShard(self.specs[number], deliver)
+    def _start(self, number: int) -> None:
+        self.said.discard(number)
+        self.workers[number] = self.group.start(
+            f"shard {number}", JOB, self.specs[number],
+            lambda message: self._message(number, message), lambda why: self._gone(number, why))
 
-    def _watch(self) -> None:
-        gevent.joinall(self._keepers)
-        self.ended.set()
+    def _message(self, number: int, message: tuple) -> None:
+        if message[0] in ("ended", "error"):
+            self.said.add(number)
+        self.deliver(message)
+
+    def _gone(self, number: int, why: str) -> None:
+        if number not in self.said and not self.stopping:
+            pid = getattr(self.workers[number], "pid", None)
+            lost = f"worker process {pid} {why}" if pid is not None else why
+            if self.restart:
+                gevent.spawn(self._start_again, number, lost)
+                return
+            self.deliver(("error", number, lost))
+        self._ended(number)
+
+    def _ended(self, number: int) -> None:
+        self.running.discard(number)
+        if not self.running:
+            self.ended.set()
+
+    def _start_again(self, number: int, lost: str) -> None:
+        delay = self.delays[number]
+        log.warning("shard %d: %s; started again in %g s (its hosts start again in the "
+                    "fastest bucket)", number, lost, delay)
+        gevent.sleep(delay)
+        if self.stopping:
+            return self._ended(number)
+        self.delays[number] = min(RESTART_MAX, delay * 2)
+        self.deliver(("restarted", number))
+        self._start(number)
 
     def stop(self) -> None:
         self.stopping = True
-        for shard in self.shards.values():
-            shard.stop()
-
-    def close(self) -> None:
-        self.stopping = True
-        gevent.killall(getattr(self, "_keepers", []))
-        for shard in self.shards.values():
-            shard.kill()
-        for shard in self.shards.values():
-            shard.ended.wait(5)
-        self.ended.set()
-
-
-# -- Dask ----------------------------------------------------------------------------
-
-def run_dask_shard(spec_bytes: bytes, run_id: str) -> int:
-    """A Dask task: one shard, its batches put on the run's queue, stopped by the run's
-    event (or by SIGTERM to a local worker process). Returns the shard's number."""
-    from distributed import Event as DaskEvent, Queue
-
-    from pssh.clients.cluster.shard_task import _STOP_EVERY_SHARD
-    spec: ShardSpec = pickle.loads(spec_bytes)
-    reports = Queue(f"pssh-poll-{run_id}")
-    stop_event = DaskEvent(f"pssh-poll-{run_id}-stop")
-    threads = gevent.get_hub().threadpool  # Dask's calls wait there, not on this hub
-    stopped = [False]
-
-    def watch() -> bool:
-        if not stopped[0] and not _STOP_EVERY_SHARD.is_set():
-            try:
-                stopped[0] = bool(threads.apply(stop_event.is_set))
-            except Exception:  # the scheduler is gone: nobody reads the results
-                stopped[0] = True
-        return stopped[0] or _STOP_EVERY_SHARD.is_set()
-
-    last = [0.0]
-
-    def stop_requested() -> bool:
-        now = time.monotonic()
-        if now - last[0] < 1.0:
-            return stopped[0] or _STOP_EVERY_SHARD.is_set()
-        last[0] = now
-        return watch()
-
-    def send(message: tuple) -> None:
-        threads.apply(reports.put, (pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL),))
-
-    _serve_shard(spec, send, stop_requested)
-    return spec.number
-
-
-class _DaskShards:
-    """The parent's side of the shards' Dask tasks (``client``: connected;
-    ``cluster``: the local cluster started for the run, if any, closed with it)."""
-
-    def __init__(self, client: Any, cluster: Any, specs: List[ShardSpec],
-                 deliver: Callable[[tuple], None]) -> None:
-        from distributed import Event as DaskEvent, Queue
-        self.threads = gevent.get_hub().threadpool
-        self.client, self.cluster = client, cluster
-        run_id = uuid.uuid4().hex[:12]
-        self.reports = Queue(f"pssh-poll-{run_id}", client=self.client)
-        self.stop_event = DaskEvent(f"pssh-poll-{run_id}-stop", client=self.client)
-        self.deliver = deliver
-        self.running = {spec.number for spec in specs}
-        self.ended = Event()
-        self.futures = [self.client.submit(
-            run_dask_shard, pickle.dumps(spec, protocol=pickle.HIGHEST_PROTOCOL), run_id,
-            key=f"pssh-poll-{run_id}-{spec.number}", pure=False) for spec in specs]
-        self.receiver = gevent.spawn(self._receive)
-
-    def _receive(self) -> None:
-        while self.running:
-            try:
-                messages = self.threads.apply(self.reports.get, (None, True))
-            except Exception as err:
-                log.error("the Dask run failed: %s", err)
-                break
-            for raw in messages:
-                message = pickle.loads(raw)
-                if message[0] in ("ended", "error"):
-                    self.running.discard(message[1])
-                self.deliver(message)
-            for future in self.futures:
-                if future.status == "error" and self.running:
-                    number = int(future.key.rsplit("-", 1)[1])
-                    if number in self.running:
-                        self.running.discard(number)
-                        self.deliver(("error", number, f"its Dask task failed: "
-                                      f"{future.exception()}"))
-            if not messages:
-                gevent.sleep(0.2)
-        self.ended.set()
-
-    def stop(self) -> None:
-        try:
-            self.threads.apply(self.stop_event.set)
-        except Exception as err:  # the scheduler is gone: the tasks stop by themselves
-            log.warning("cannot tell the Dask tasks to stop: %s", err)
-
-    def close(self) -> None:
-        self.receiver.kill()
-        self.ended.set()
-        try:
-            for future in self.futures:
-                self.threads.apply(future.cancel)
-            self.threads.apply(self.client.close)
-            if self.cluster is not None:
-                self.threads.apply(self.cluster.close)
-        except Exception as err:
-            log.warning("closing the Dask client: %s", err)
+        for worker in self.workers.values():
+            worker.ask_to_end()
 
 
 # -- the parent -----------------------------------------------------------------------
@@ -471,7 +173,7 @@ class ShardedPoller:
         self.health_interval = health_interval
         self.stop_timeout = stop_timeout
         self._stop_deadline: Optional[float] = None
-        self._checks = _portable(checks)
+        self._checks = portable_checks(checks)
         self._buckets = buckets if buckets is not None else Buckets()
         self._workers = workers_per_bucket
         self._host_config = list(host_config) if host_config is not None else None
@@ -492,9 +194,8 @@ class ShardedPoller:
         self._running = False
         self._closed = False
 
-    def _specs(self, count: int) -> List[ShardSpec]:
+    def _specs(self, count: int, level: Optional[int]) -> List[ShardSpec]:
         specs = []
-        level = logging.getLogger("pssh").getEffectiveLevel()
         for number, indices in enumerate(partition(len(self.hosts), count)):
             settings = dict(self._settings, stop_timeout=self.stop_timeout / 2)
             if self._host_config is not None:
@@ -520,25 +221,48 @@ class ShardedPoller:
         try:
             if self._stop.is_set():
                 return
-            if self.processes is not None:
-                from pssh.clients.sharded.parallel import worker_count
-                count = worker_count(self.processes, len(self.hosts))
-                self._shards = _ProcessShards(self._specs(count), self._deliver)
-            else:
-                self._shards = self._start_dask()
-            reporter = gevent.spawn(self._report_health)
-            gevent.wait([self._stop, self._shards.ended], timeout=duration, count=1)
-            self._stop_deadline = time.monotonic() + self.stop_timeout
-            self._shards.stop()
-            if not self._shards.ended.wait(self.stop_timeout / 2):
-                log.warning("shards still running %s s after they were told to stop: "
-                            "killed", self.stop_timeout / 2)
+            group, count, restart = self._group()
+            with group:
+                # A worker process logs to its stderr at this process's level; a Dask
+                # worker's logging is its own.
+                level = logging.getLogger("pssh").getEffectiveLevel() if restart else None
+                self._shards = _Shards(group, self._specs(count, level), self._deliver,
+                                       restart)
+                try:
+                    reporter = gevent.spawn(self._report_health)
+                    self._poll(duration)
+                finally:  # the scope's end kills what is still running: no restarts
+                    self._shards.stopping = True
         finally:
             if reporter is not None:
                 reporter.kill()
-            if self._shards is not None:
-                self._shards.close()
             self._finish()
+
+    def _poll(self, duration: Optional[float]) -> None:
+        gevent.wait([self._stop, self._shards.ended], timeout=duration, count=1)
+        self._stop_deadline = time.monotonic() + self.stop_timeout
+        self._shards.stop()
+        if not self._shards.ended.wait(self.stop_timeout / 2):
+            log.warning("shards still running %s s after they were told to stop: "
+                        "killed", self.stop_timeout / 2)
+
+    def _group(self) -> Tuple[Any, int, bool]:
+        """(the transport's group, how many shards, whether a shard that dies starts
+        again): worker processes, or tasks on the Dask cluster (one per worker thread;
+        Dask itself runs a task again when its worker is lost)."""
+        if self.processes is not None:
+            from pssh.fanout.process import ProcessGroup, worker_count
+            # Shards are killed as the scope ends: they had their time (see _poll).
+            return ProcessGroup(close_timeout=0), \
+                worker_count(self.processes, len(self.hosts)), True
+        from pssh.fanout.dask import DaskGroup
+        group = DaskGroup(self.scheduler, close_timeout=0)
+        try:
+            count = max(1, min(len(self.hosts), group.worker_threads()))
+        except BaseException:
+            group.close(timeout=0)
+            raise
+        return group, count, False
 
     def _finish(self) -> None:
         if self._closed:
@@ -560,20 +284,6 @@ class ShardedPoller:
         self._stop.set()
         if not self._running:
             self._finish()
-
-    def _start_dask(self) -> "_DaskShards":
-        from pssh.clients.cluster.run import connect_cluster
-        threads = gevent.get_hub().threadpool
-        client, cluster = threads.apply(connect_cluster, (self.scheduler,))
-        try:
-            workers = threads.apply(client.scheduler_info)["workers"].values()
-            count = max(1, min(len(self.hosts), sum(w.get("nthreads", 1) for w in workers)))
-        except BaseException:
-            threads.apply(client.close)
-            if cluster is not None:
-                threads.apply(cluster.close)
-            raise
-        return _DaskShards(client, cluster, self._specs(count), self._deliver)
 
     def _deliver(self, message: tuple) -> None:
         kind, number, *rest = message
@@ -640,8 +350,5 @@ class ShardedPoller:
         return dict(self._states)
 
 
-__all__ = ["ShardedPoller", "ShardSpec", "partition", "run_dask_shard", "worker_main",
-           "FORWARD_INTERVAL", "FORWARD_BOUND", "STOP_TIMEOUT", "RESTART_MAX"]
-
-if __name__ == "__main__":
-    worker_main()
+__all__ = ["ShardedPoller", "ShardSpec", "partition", "FORWARD_INTERVAL", "FORWARD_BOUND",
+           "STOP_TIMEOUT", "RESTART_MAX"]

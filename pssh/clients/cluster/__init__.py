@@ -1,5 +1,6 @@
-"""Runs spread over a Dask ``distributed`` cluster (``pip install .[dask]``)."""
-from pssh.clients.cluster.run import ClusterRun, connect_cluster, plan_shards, run_on_cluster
-from pssh.clients.cluster.shard_task import HostRunResult
+"""Runs spread over a Dask ``distributed`` cluster (``pip install .[dask]``), each host's
+result as it completes; the shards go through :mod:`pssh.fanout`'s Dask transport."""
+from pssh.clients.cluster.run import (ClusterRun, HostRunResult, connect_cluster, plan_shards,
+                                      run_on_cluster)
 
 __all__ = ["ClusterRun", "HostRunResult", "connect_cluster", "plan_shards", "run_on_cluster"]

@@ -2,11 +2,14 @@
 from __future__ import annotations
 
 import logging
-from typing import List, Optional, Sequence, Union
+import weakref
+from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Union
 
 import gevent
+from gevent.pool import Pool
 
-from pssh.clients.base.parallel import BaseParallelSSHClient
+from pssh import exceptions as exc
+from pssh.clients.base.parallel import BaseParallelSSHClient, HostGreenlet
 from pssh.clients.base.single import options_of
 from pssh.clients.native.jump import JumpHosts
 from pssh.clients.native.single import SSHClient
@@ -14,6 +17,9 @@ from pssh.config import HostConfig
 from pssh.options import ConnectOptions
 from pssh.output import HostOutput
 from pssh.ssh_config import SSHConfig
+
+if TYPE_CHECKING:
+    from pssh.fanout.run.hosts import ShardedHosts, ShardWorker
 
 logger = logging.getLogger(__name__)
 
@@ -31,27 +37,28 @@ class ParallelSSHClient(BaseParallelSSHClient):
       order, whose set fields override the client's for that host.
 
     * ``processes`` (ours): shard the hosts over that many worker processes
-      (``"auto"``: one per usable core), each with its own hub, for runs
-      bound by one core's CPU; the API stays the same (see
-      :class:`~pssh.clients.sharded.parallel.ShardedParallelSSHClient`).
+      (``"auto"``: one per usable core; never more than there are hosts), each
+      with its own hub and connections, for runs bound by one core's CPU; the
+      API stays the same. Host ``i`` goes to worker ``i % N``; workers start on
+      first use; ``pool_size`` applies per worker. Commands then start
+      ``cancellable`` by default, so that stopping them (``cancel``,
+      ``close``, or this process ending, Ctrl-C included) stops them on the
+      hosts for sure. A worker that dies fails its own hosts only: their
+      ``HostOutput`` gets a :class:`~pssh.exceptions.WorkerError` in
+      ``exception`` (reading their output raises it; ``join`` logs it and
+      carries on with the other hosts), and the next use of those hosts
+      starts a new worker. Per-host clients live in the workers:
+      ``host_client()`` and interactive shells are not available.
+    * ``scheduler`` (ours): the same, with the hosts sharded over tasks on a
+      Dask cluster instead (an address such as ``tcp://host:8786``,
+      ``"local:N"`` for N local Dask worker processes, or a
+      ``distributed.Client``; one task per worker thread). Key files,
+      known_hosts and other paths are read on the Dask workers.
 
     Hosts behind the same jump hosts share one session per jump host.
     ``timeout`` is per host, as for a single client; ``join(timeout=...)``
     bounds a whole join.
     """
-
-    #: The class that runs the hosts in worker processes (``processes=N``): the sharded
-    #: client registers itself here when :mod:`pssh.clients` is imported, which every
-    #: import of a client module does first. This class never imports its subclass.
-    sharded_class: Optional[type] = None
-
-    def __new__(cls, *args, processes: Union[int, str, None] = None, **kwargs):
-        if cls is ParallelSSHClient and processes not in (None, 1):
-            if ParallelSSHClient.sharded_class is None:
-                raise RuntimeError("processes= needs pssh.clients.sharded, which is not "
-                                   "installed with this pssh")
-            cls = ParallelSSHClient.sharded_class
-        return super().__new__(cls)
 
     def __init__(self, hosts, user: Optional[str] = None, password: Optional[str] = None,
                  port: Optional[int] = None, pkey: Union[str, bytes, None] = None,
@@ -72,18 +79,79 @@ class ParallelSSHClient(BaseParallelSSHClient):
                  kex_algorithms: Optional[str] = None,
                  connect_timeout: Optional[float] = None,
                  request_timeout: Optional[float] = None,
-                 processes: Union[int, str, None] = None,
+                 processes: Union[int, str, None] = None, scheduler: Optional[object] = None,
                  _auth_thread_pool: bool = True) -> None:
         super().__init__(hosts, pool_size=pool_size, host_config=host_config,
                          ssh_config=ssh_config, _auth_thread_pool=_auth_thread_pool,
                          _options=options_of(locals()))
         self._jumps = JumpHosts(SSHClient)
+        self.processes, self.scheduler = processes, scheduler
+        #: The workers' side of the hosts, with ``processes=N`` or ``scheduler`` (None: the
+        #: hosts run here).
+        self._sharded: Optional[ShardedHosts] = None
+        if scheduler is not None:
+            if processes not in (None, 1):
+                raise ValueError("processes= and scheduler= are two ways of sharding the "
+                                 "hosts: give one")
+            self._shard_over_dask()
+        elif processes not in (None, 1):
+            self._shard_over_processes()
+
+    # -- processes=N, scheduler=: the hosts handed to workers (pssh.fanout) -----------------
+
+    def _shard_over_processes(self) -> None:
+        # Imported here: subprocess and pickle cost every program that imports pssh.clients
+        # a few milliseconds of start-up, and most never shard.
+        from pssh.fanout.process import ProcessGroup, worker_count
+        worker_count(self.processes, len(self.hosts))  # a bad ``processes`` is refused here
+        self._shard_over(ProcessGroup(), lambda: worker_count(self.processes, len(self.hosts)))
+
+    def _shard_over_dask(self) -> None:
+        from pssh.fanout.dask import DaskGroup
+        group = DaskGroup(self.scheduler)
+        threads = group.worker_threads()
+        self._shard_over(group, lambda: max(1, min(threads, len(self.hosts))),
+                         kind="Dask task", own_process=False)
+
+    def _shard_over(self, group, count: Callable[[], int], **kwargs) -> None:
+        """Host ``i`` to worker ``i % count()`` of ``group``."""
+        from pssh.fanout.run.hosts import ShardedHosts, round_robin
+        # The group is the workers' scope: it ends with this client (close() stops the
+        # workers, the next use starts new ones).
+        self._finalizer = weakref.finalize(self, group.close)
+        self._sharded = ShardedHosts(group, lambda: round_robin(count(), len(self.hosts)),
+                                     lambda: self.hosts, self._host_options, self._ssh_config,
+                                     self.pool_size, **kwargs)
+        self._size_pool()
+
+    def _size_pool(self) -> None:
+        # pool_size applies per worker; here the hosts' greenlets only wait on them.
+        self.pool = Pool(size=self.pool_size * self._sharded.count(),
+                         greenlet_class=HostGreenlet)
+
+    @property
+    def hosts(self) -> List[str]:
+        return self._hosts
+
+    @hosts.setter
+    def hosts(self, hosts) -> None:
+        BaseParallelSSHClient.hosts.fset(self, hosts)
+        if self._sharded is not None:
+            self._sharded.close()  # the shards change: new workers on next use
+            self._size_pool()
+
+    @property
+    def workers(self) -> List["ShardWorker"]:
+        """With ``processes=N``, the worker processes (started if they were not; each has
+        its ``pid``); otherwise none."""
+        return [] if self._sharded is None else self._sharded.workers
 
     def run_command(self, command: str, sudo: bool = False, user: Optional[str] = None,
                     stop_on_errors: bool = True, use_pty: bool = False,
                     host_args: Optional[Sequence] = None, shell: Optional[str] = None,
                     encoding: str = "utf-8", read_timeout: Optional[float] = None,
-                    errors: str = "replace", cancellable: bool = False) -> List[HostOutput]:
+                    errors: str = "replace", cancellable: Optional[bool] = None
+                    ) -> List[HostOutput]:
         """Start ``command`` on every host; one :class:`~pssh.output.HostOutput` per host,
         in host order, returned once every command has started.
 
@@ -96,12 +164,65 @@ class ParallelSSHClient(BaseParallelSSHClient):
         ``read_timeout`` bounds each iteration of a host's stdout/stderr.
         With ``stop_on_errors`` a host's failure is raised; otherwise it is in
         that host's ``exception``. ``cancellable``: :meth:`cancel` can stop the
-        commands even without a pty.
+        commands even without a pty (by default off, on with ``processes=N``).
         """
+        if cancellable is None:
+            cancellable = self._sharded is not None
+        self.workers  # started before the hosts' greenlets ask for them
         return super().run_command(command, user=user, stop_on_errors=stop_on_errors,
                                     host_args=host_args, use_pty=use_pty, shell=shell,
                                     encoding=encoding, sudo=sudo, read_timeout=read_timeout,
                                     errors=errors, cancellable=cancellable)
+
+    # -- the per-host steps: here, or in the host's worker with processes=N ----------------
+
+    def _run_command(self, host_i: int, host: str, command: str, **kwargs) -> HostOutput:
+        if self._sharded is not None:
+            return self._sharded.run_command(host_i, host, command, **kwargs)
+        return super()._run_command(host_i, host, command, **kwargs)
+
+    def _copy_file(self, host_i: int, host: str, *args, **kwargs) -> None:
+        if self._sharded is not None:
+            return self._sharded.call("_copy_file", host_i, host, *args, **kwargs)
+        return super()._copy_file(host_i, host, *args, **kwargs)
+
+    def _copy_remote_file(self, host_i: int, host: str, *args, **kwargs) -> None:
+        if self._sharded is not None:
+            return self._sharded.call("_copy_remote_file", host_i, host, *args, **kwargs)
+        return super()._copy_remote_file(host_i, host, *args, **kwargs)
+
+    def _spawn_pairs(self, per_host, pairs, **kwargs) -> List[gevent.Greenlet]:
+        # The workers start here, before the hosts' greenlets ask for them: starting one
+        # waits (gevent's Popen).
+        self.workers
+        return super()._spawn_pairs(per_host, pairs, **kwargs)
+
+    def _get_ssh_client(self, host_i: int, host: str) -> SSHClient:
+        if self._sharded is not None:
+            raise exc.PSSHError("%s: with processes=N each host's client lives in a worker "
+                                "process; use the parallel client's methods", host, host=host)
+        return super()._get_ssh_client(host_i, host)
+
+    def connect_auth(self) -> List[gevent.Greenlet]:
+        """Connect and log in to every host now (otherwise done on first use); returns
+        the greenlets doing it (``gevent.joinall(..., raise_error=True)`` waits)."""
+        if self._sharded is None:
+            return super().connect_auth()
+        self.workers
+        return [self.pool.spawn(self._sharded.connect, i, host)
+                for i, host in enumerate(self.hosts)]
+
+    def connect_host(self, host_i: int) -> None:
+        """Connect and log in to ``hosts[host_i]`` now (a failure is raised)."""
+        if self._sharded is None:
+            return super().connect_host(host_i)
+        self._sharded.connect(host_i, self.hosts[host_i])
+
+    def disconnect_host(self, host_i: int) -> None:
+        """Close ``hosts[host_i]``'s connection; the next use of that host reconnects."""
+        if self._sharded is None:
+            return super().disconnect_host(host_i)
+        self._sharded.disconnect(host_i, self.hosts[host_i])
 
     def _make_ssh_client(self, host: str, options: ConnectOptions) -> SSHClient:
         return SSHClient(host, ssh_config=self._ssh_config or False, _jump_hosts=self._jumps,
@@ -119,6 +240,9 @@ class ParallelSSHClient(BaseParallelSSHClient):
 
     def _scp_send(self, host_i: int, host: str, local_file: str, remote_file: str,
                   recurse: bool = False) -> None:
+        if self._sharded is not None:
+            return self._sharded.call("_scp_send", host_i, host, local_file, remote_file,
+                                      recurse=recurse)
         return self._get_ssh_client(host_i, host).scp_send(local_file, remote_file,
                                                            recurse=recurse)
 
@@ -132,10 +256,20 @@ class ParallelSSHClient(BaseParallelSSHClient):
 
     def _scp_recv(self, host_i: int, host: str, remote_file: str, local_file: str,
                   recurse: bool = False) -> None:
+        if self._sharded is not None:
+            return self._sharded.call("_scp_recv", host_i, host, remote_file, local_file,
+                                      recurse=recurse)
         return self._get_ssh_client(host_i, host).scp_recv(remote_file, local_file,
                                                            recurse=recurse)
 
     def close(self) -> None:
-        """Close every host's connection, then the jump host sessions they went through."""
+        """Close every host's connection, then the jump host sessions they went through;
+        with ``processes=N``, stop the workers (commands still running are stopped on their
+        hosts; the next use starts new ones); with ``scheduler``, stop the tasks and let go
+        of the cluster (a ``local:N`` one started for this client is closed)."""
+        if self._sharded is not None:
+            self._sharded.close()
+            if self.scheduler is not None:
+                self._finalizer()
         super().close()
         self._jumps.close()

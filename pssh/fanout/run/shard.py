@@ -1,29 +1,25 @@
-"""A worker process of :class:`~pssh.clients.sharded.parallel.ShardedParallelSSHClient`.
+"""The "run" job, in its shard: the hosts of one worker of
+``ParallelSSHClient(processes=N)`` (and of ``pssh run/copy/fetch --processes``).
 
-Started as ``python -m pssh.clients.sharded.worker``, it speaks
-:mod:`~pssh.clients.sharded.frames` messages on its stdin and stdout and runs its
-shard of the hosts with the ordinary gevent :class:`ParallelSSHClient`, in its
-own hub. What it is asked (``("call", ...)``) are the client's per-host methods
-(``_run_command``, ``_copy_file``...), so that the parent keeps the client's
-API as it is.
+It runs its shard of the hosts with the ordinary gevent :class:`ParallelSSHClient`,
+in its own hub. What it is asked (``("call", ...)``) are the client's per-host
+methods (``_run_command``, ``_copy_file``...), so that the parent keeps the
+client's API as it is (:mod:`pssh.fanout.run.hosts`).
 
 A command's output goes to the parent only as far as the parent has granted
 credit for that host and stream (``("credit", ...)``): a parent that reads
-slowly stops the worker reading the channel, which stops the remote command
-through SSH flow control, as in a single process. Ctrl-C is the parent's to
-handle (SIGINT is ignored here); when the parent goes away, the worker stops
-every command it runs (``cancel``: the commands are started ``cancellable``)
-and every transfer (which removes its partial file), and exits. SIGTERM (sent
-to the whole process group by ``timeout``, systemd, CI runners) stops the
-commands and transfers the same way at once, but the worker goes on serving
-its parent, which is being stopped too and ends it. Log records go to the
-parent, where they go through its logging as if logged there.
+slowly stops the shard reading the channel, which stops the remote command
+through SSH flow control, as in a single process. When the parent goes away
+(or ends the job), the shard stops every command it runs (``cancel``: the
+commands are started ``cancellable``) and every transfer (which removes its
+partial file). Told to terminate (:mod:`pssh.fanout.signals`), it stops the
+commands and transfers the same way at once, but goes on serving its parent.
+Log records go to the parent, where they go through its logging as if logged there.
 """
 from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 from typing import Dict, List, Optional, Tuple
 
@@ -33,11 +29,11 @@ from gevent.lock import BoundedSemaphore
 from gevent.queue import Queue
 
 from pssh.clients.native.parallel import ParallelSSHClient
-from pssh.clients.sharded.frames import FramedPipe, portable
+from pssh.fanout.link import Link, portable
 from pssh.options import ConnectOptions
 from pssh.output import HostOutput
 
-log = logging.getLogger("pssh.sharded.worker")
+log = logging.getLogger("pssh.fanout.run")
 
 #: Seconds allowed for stopping the remote commands when the parent has gone.
 STOP_TIMEOUT = 10.0
@@ -111,7 +107,7 @@ class Pump:
         self.reader.wake()  # a wait on the socket for the other stream ends too
 
     def _run(self) -> None:
-        send = self.worker.pipe.send
+        send = self.worker.link.send
         reader = self.reader
         buffers = (reader.stdout, reader.stderr)
         held = [memoryview(b""), memoryview(b"")]  # read, not yet sent
@@ -174,15 +170,15 @@ class _ToParent(logging.Handler):
     """Sends each log record to the parent (``("log", None, fields)``), where it goes
     through the logger of the same name."""
 
-    def __init__(self, pipe: FramedPipe, fallback: List[logging.Handler]) -> None:
+    def __init__(self, link: Link, fallback: List[logging.Handler]) -> None:
         super().__init__()
-        self.pipe = pipe
+        self.link = link
         self.fallback = fallback
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            if self.pipe.closed:
-                raise OSError("the pipe to the parent is closed")
+            if getattr(self.link, "closed", False):
+                raise OSError("the link to the parent is closed")
             fields = {"name": record.name, "levelno": record.levelno,
                       "levelname": record.levelname, "msg": record.getMessage(),
                       "created": record.created, "process": record.process,
@@ -190,7 +186,7 @@ class _ToParent(logging.Handler):
                       "funcName": record.funcName}
             if record.exc_info:
                 fields["exc_text"] = logging.Formatter().formatException(record.exc_info)
-            self.pipe.send(("log", None, fields))
+            self.link.send(("log", None, fields))
         except Exception:
             for handler in self.fallback:
                 handler.handle(record)
@@ -199,8 +195,8 @@ class _ToParent(logging.Handler):
 class Worker:
     """Serves the parent's messages until it closes the pipe."""
 
-    def __init__(self, pipe: FramedPipe) -> None:
-        self.pipe = pipe
+    def __init__(self, link: Link) -> None:
+        self.link = link
         self.client: Optional[ShardClient] = None
         self.local: Dict[int, Tuple[int, str]] = {}  # parent's host index -> (ours, host)
         self.pumps: Dict[int, Pump] = {}  # by command id (the id of the call that started it)
@@ -208,22 +204,31 @@ class Worker:
 
     def serve(self) -> None:
         while True:
-            message = self.pipe.receive()
-            if message is None or message[0] == "close":
+            message = self.link.receive()
+            if message is None:
                 break
             kind, *args = message
             getattr(self, "on_" + kind)(*args)
         self.stop_all()
 
     def on_init(self, hosts: List[Tuple[int, str]], options: List[ConnectOptions],
-                ssh_config, pool_size: int, log_level: int) -> None:
+                ssh_config, pool_size: int, log_level: int, own_process: bool) -> None:
         # Log records go to the parent's logging, as if logged there; to stderr once the
-        # parent cannot take them.
-        logging.basicConfig(level=log_level, stream=sys.stderr,
-                            format=f"%(levelname)s pssh worker {os.getpid()}: %(message)s")
-        root = logging.getLogger()
-        fallback = root.handlers[:]
-        root.handlers[:] = [_ToParent(self.pipe, fallback)]
+        # parent cannot take them. In a process of someone else's (a Dask worker), only
+        # pssh's own records go, and that process's logging is left as it is.
+        if own_process:
+            logging.basicConfig(level=log_level, stream=sys.stderr,
+                                format=f"%(levelname)s pssh worker {os.getpid()}: "
+                                       "%(message)s")
+            logger = logging.getLogger()
+        else:
+            logger = logging.getLogger("pssh")
+        fallback = logger.handlers[:]
+        self._restore_logging = (logger, fallback, logger.propagate, logger.level)
+        logger.handlers[:] = [_ToParent(self.link, fallback)]
+        if not own_process:
+            logger.setLevel(log_level)
+            logger.propagate = False  # the host process's handlers do not show them twice
         self.local = {index: (i, host) for i, (index, host) in enumerate(hosts)}
         self.client = ShardClient([host for _, host in hosts], options, ssh_config, pool_size)
         self.slots = BoundedSemaphore(pool_size)
@@ -247,7 +252,7 @@ class Worker:
         call_id = next((i for i, c in self.calls.items() if c is call), None)
         if call_id is not None:
             del self.calls[call_id]
-            self.pipe.send(("failed", call_id, self._stopped_error()))
+            self.link.send(("failed", call_id, self._stopped_error()))
 
     def _stopped_error(self) -> BaseException:
         from pssh import exceptions as exc
@@ -257,18 +262,18 @@ class Worker:
     def _call_now(self, call_id, host_index, method, args, kwargs) -> None:
         i, host = self.local[host_index]
         if kwargs.get("callback") is True:  # the parent's callback, by message
-            kwargs["callback"] = lambda *values: self.pipe.send(("progress", call_id) + values)
+            kwargs["callback"] = lambda *values: self.link.send(("progress", call_id) + values)
         try:
             result = getattr(self.client, method)(i, host, *args, **kwargs)
         except BaseException as err:  # the parent's greenlet raises it
             if isinstance(err, gevent.GreenletExit):  # stopped (close, or SIGTERM)
                 err = self._stopped_error()
-            self.pipe.send(("failed", call_id, portable(err)))
+            self.link.send(("failed", call_id, portable(err)))
             return
         if isinstance(result, HostOutput):
             self.pumps[call_id] = Pump(self, call_id, result)
             result = result.fully_qualified_command
-        self.pipe.send(("done", call_id, result))
+        self.link.send(("done", call_id, result))
 
     # Messages about a command that has ended meanwhile (its pump is gone) have nothing left
     # to act on.
@@ -291,7 +296,7 @@ class Worker:
                   timeout: Optional[float]) -> None:
         pump = self.pumps.get(command_id)
         if pump is None:  # it ended meanwhile
-            self.pipe.send(("done", call_id, False))
+            self.link.send(("done", call_id, False))
             return
         gevent.spawn(self._cancel, call_id, pump.output, signal_name, timeout)
 
@@ -299,9 +304,9 @@ class Worker:
         try:
             cancelled = output.client.cancel(output, signal_name, timeout)
         except Exception as err:
-            self.pipe.send(("failed", call_id, portable(err)))
+            self.link.send(("failed", call_id, portable(err)))
         else:
-            self.pipe.send(("done", call_id, cancelled))
+            self.link.send(("done", call_id, cancelled))
 
     def stop_work(self) -> None:
         """Stop the commands still running on their hosts, and the calls in flight (a
@@ -321,18 +326,16 @@ class Worker:
             self.client.close()
 
 
-def main() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    # Messages go out on the real stdout; anything printed goes to stderr instead.
-    out = os.dup(1)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    pipe = FramedPipe(0, out)
-    worker = Worker(pipe)
-    gevent.signal_handler(signal.SIGTERM, gevent.spawn, worker.stop_work)
-    worker.serve()
-    pipe.flush()  # the last exits and answers go out before the process does
-
-
-if __name__ == "__main__":
-    main()
+def serve(link: Link, init: tuple) -> None:
+    """The job: serve the parent's calls for the shard ``init`` describes (hosts, their
+    options, ssh_config, pool_size, log level) until the parent ends it."""
+    worker = Worker(link)
+    worker.on_init(*init)
+    link.on_terminate(worker.stop_work)
+    try:
+        worker.serve()
+    finally:  # the process may run other jobs after this one (a Dask worker)
+        logger, handlers, propagate, level = worker._restore_logging
+        logger.handlers[:] = handlers
+        logger.propagate = propagate
+        logger.setLevel(level)

@@ -1,4 +1,4 @@
-"""The parent's side of a command that runs in a worker process.
+"""The "run" job, in the parent: a command that runs in a shard.
 
 :class:`RemoteCommand` stands where a single-process client has the channel and
 its :class:`~pssh.clients.reader.ChannelReader`: its two
@@ -23,9 +23,9 @@ from pssh.core.deadlines import deadline_after, remaining
 from pssh.output import HostOutput
 
 if TYPE_CHECKING:
-    from pssh.clients.sharded.process import WorkerProcess
+    from pssh.fanout.run.hosts import ShardWorker
 
-log = logging.getLogger("pssh.sharded")
+log = logging.getLogger("pssh.fanout.run")
 
 #: Bytes of one stream the worker may send ahead of what the parent has consumed.
 WINDOW = 1024 * 1024
@@ -34,7 +34,7 @@ WINDOW = 1024 * 1024
 class RemoteCommand(CommandOutput):
     """One host's command in a worker: output buffers, exit status, failure."""
 
-    def __init__(self, worker: "WorkerProcess", command_id: int, host: str) -> None:
+    def __init__(self, worker: "ShardWorker", command_id: int, host: str) -> None:
         super().__init__()
         self.worker = worker
         self.command_id = command_id

@@ -94,20 +94,3 @@ class FramedPipe:
                 os.close(fd)
             except OSError:
                 pass
-
-
-def portable(err: BaseException) -> BaseException:
-    """``err`` if the other side gets it back whole (its class, message, host and port),
-    else a PSSHError saying the same, with the same host and port."""
-    try:
-        copy = pickle.loads(pickle.dumps(err, protocol=pickle.HIGHEST_PROTOCOL))
-        if type(copy) is type(err) and str(copy) == str(err) \
-                and getattr(copy, "host", None) == getattr(err, "host", None) \
-                and getattr(copy, "port", None) == getattr(err, "port", None):
-            return err
-    except Exception:
-        pass
-    from pssh import exceptions as exc
-    port = getattr(err, "port", None)
-    return exc.PSSHError("%s: %s", type(err).__name__, err, host=getattr(err, "host", None),
-                         port=port if isinstance(port, int) else None)

@@ -1,0 +1,41 @@
+"""The one signal policy of every worker, process or Dask, and of its parent.
+
+A worker belongs to its parent's process group, so a signal meant for the parent
+reaches it too: Ctrl-C typed at a terminal, or the SIGTERM that ``timeout``,
+systemd and CI runners send to a whole group.
+
+* SIGINT is the parent's to handle (it stops the run through its workers when
+  it means to, staged at a terminal): a worker ignores it.
+* SIGTERM stops a worker's work at once (its remote commands stopped, its
+  transfers' partial files removed), but the worker goes on serving its parent,
+  which is being stopped by the same signal and ends it.
+* The parent keeps its own handling (Python's KeyboardInterrupt, or the command
+  line's): whatever ends it unwinds through the ``with`` scope that owns its
+  workers, which stops and reaps them; a parent killed outright closes their
+  input, which stops them too.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Callable
+
+log = logging.getLogger("pssh.fanout")
+
+
+def install_worker_policy(on_terminate: Callable[[], None], *, hub: bool) -> bool:
+    """Ignore SIGINT; call ``on_terminate()`` on SIGTERM. ``hub``: the process runs a
+    gevent hub (the handler then runs in a greenlet of its own; otherwise in the signal
+    handler, where it may only set a flag). False where signals cannot be set (not the
+    main thread): they are left as they are."""
+    if threading.current_thread() is not threading.main_thread():
+        log.warning("not in the main thread: signals are left as they are")
+        return False
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hub:
+        import gevent
+        gevent.signal_handler(signal.SIGTERM, gevent.spawn, on_terminate)
+    else:
+        signal.signal(signal.SIGTERM, lambda signum, frame: on_terminate())
+    return True
