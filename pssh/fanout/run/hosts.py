@@ -35,7 +35,8 @@ JOB = "pssh.fanout.run.shard:serve"
 
 
 class Group(Protocol):
-    """What this needs of a transport's group of workers."""
+    """What this needs of a transport's group of workers (``placement``: where a worker
+    may run, as a :data:`Plan` gives it; a transport with no choice refuses any)."""
 
     def start(self, label: str, job: str, init: Any, on_message: Callable[[tuple], None],
               on_gone: Callable[[str], None], **placement: Any) -> Any: ...
