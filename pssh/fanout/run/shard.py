@@ -48,10 +48,11 @@ class ShardClient(ParallelSSHClient):
     def __init__(self, hosts: List[str], options: List[ConnectOptions], ssh_config,
                  pool_size: int) -> None:
         super().__init__(hosts, pool_size=pool_size, ssh_config=ssh_config)
-        self._per_host = options
+        # Not "_per_host": that is the client's method formatting copy_args per host.
+        self._options_by_host = options
 
     def _host_options(self, host_i: int) -> ConnectOptions:
-        return self._per_host[host_i]
+        return self._options_by_host[host_i]
 
     def _connect_only(self, host_i: int, host: str) -> None:
         self._get_ssh_client(host_i, host)
