@@ -10,7 +10,7 @@ from gevent.pool import Pool
 
 from pssh import exceptions as exc
 from pssh.clients.base.parallel import BaseParallelSSHClient, HostGreenlet
-from pssh.clients.base.single import options_of
+from pssh.clients.base.single import BaseSSHClient, options_of
 from pssh.clients.native.jump import JumpHosts
 from pssh.clients.native.single import SSHClient
 from pssh.config import HostConfig
@@ -144,7 +144,13 @@ class ParallelSSHClient(BaseParallelSSHClient):
     def workers(self) -> List["ShardWorker"]:
         """With ``processes=N``, the worker processes (started if they were not; each has
         its ``pid``); otherwise none."""
-        return [] if self._sharded is None else self._sharded.workers
+        return [] if self._sharded is None else self._sharded.start()
+
+    def _start_workers(self) -> None:
+        """With ``processes=N`` or ``scheduler``, start the workers not running, before
+        the hosts' greenlets ask for them: starting one waits (gevent's Popen)."""
+        if self._sharded is not None:
+            self._sharded.start()
 
     def run_command(self, command: str, sudo: bool = False, user: Optional[str] = None,
                     stop_on_errors: bool = True, use_pty: bool = False,
@@ -168,7 +174,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
         """
         if cancellable is None:
             cancellable = self._sharded is not None
-        self.workers  # started before the hosts' greenlets ask for them
+        self._start_workers()
         return super().run_command(command, user=user, stop_on_errors=stop_on_errors,
                                     host_args=host_args, use_pty=use_pty, shell=shell,
                                     encoding=encoding, sudo=sudo, read_timeout=read_timeout,
@@ -192,12 +198,10 @@ class ParallelSSHClient(BaseParallelSSHClient):
         return super()._copy_remote_file(host_i, host, *args, **kwargs)
 
     def _spawn_pairs(self, per_host, pairs, **kwargs) -> List[gevent.Greenlet]:
-        # The workers start here, before the hosts' greenlets ask for them: starting one
-        # waits (gevent's Popen).
-        self.workers
+        self._start_workers()
         return super()._spawn_pairs(per_host, pairs, **kwargs)
 
-    def _get_ssh_client(self, host_i: int, host: str) -> SSHClient:
+    def _get_ssh_client(self, host_i: int, host: str) -> BaseSSHClient:
         if self._sharded is not None:
             raise exc.PSSHError("%s: with processes=N each host's client lives in a worker "
                                 "process; use the parallel client's methods", host, host=host)
@@ -208,7 +212,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
         the greenlets doing it (``gevent.joinall(..., raise_error=True)`` waits)."""
         if self._sharded is None:
             return super().connect_auth()
-        self.workers
+        self._start_workers()
         return [self.pool.spawn(self._sharded.connect, i, host)
                 for i, host in enumerate(self.hosts)]
 
