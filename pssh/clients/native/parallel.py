@@ -182,10 +182,20 @@ class ParallelSSHClient(BaseParallelSSHClient):
 
     # -- the per-host steps: here, or in the host's worker with processes=N ----------------
 
-    def _run_command(self, host_i: int, host: str, command: str, **kwargs) -> HostOutput:
+    def _run_command(self, host_i: int, host: str, command: str, sudo: bool = False,
+                     user: Optional[str] = None, shell: Optional[str] = None,
+                     use_pty: bool = False, encoding: str = "utf-8",
+                     read_timeout: Optional[float] = None, errors: str = "replace",
+                     cancellable: bool = False) -> HostOutput:
         if self._sharded is not None:
-            return self._sharded.run_command(host_i, host, command, **kwargs)
-        return super()._run_command(host_i, host, command, **kwargs)
+            return self._sharded.run_command(host_i, host, command, sudo=sudo, user=user,
+                                             shell=shell, use_pty=use_pty, encoding=encoding,
+                                             read_timeout=read_timeout, errors=errors,
+                                             cancellable=cancellable)
+        return super()._run_command(host_i, host, command, sudo=sudo, user=user, shell=shell,
+                                    use_pty=use_pty, encoding=encoding,
+                                    read_timeout=read_timeout, errors=errors,
+                                    cancellable=cancellable)
 
     def _copy_file(self, host_i: int, host: str, *args, **kwargs) -> None:
         if self._sharded is not None:
