@@ -153,6 +153,10 @@ class BaseParallelSSHClient:
         for key in [k for k in self._host_clients if k not in kept]:
             del self._host_clients[key]
         self._hosts = hosts
+        self._hosts_changed()
+
+    def _hosts_changed(self) -> None:
+        """Called once ``hosts`` was replaced: for what a subclass derives from them."""
 
     def _check_host_config(self) -> None:
         if self.host_config is None:

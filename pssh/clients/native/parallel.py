@@ -94,17 +94,17 @@ class ParallelSSHClient(BaseParallelSSHClient):
                 raise ValueError("processes= and scheduler= are two ways of sharding the "
                                  "hosts: give one")
             self._shard_over_dask()
-        elif processes not in (None, 1):
-            self._shard_over_processes()
+        elif processes is not None and processes != 1:
+            self._shard_over_processes(processes)
 
     # -- processes=N, scheduler=: the hosts handed to workers (pssh.fanout) -----------------
 
-    def _shard_over_processes(self) -> None:
+    def _shard_over_processes(self, processes: Union[int, str]) -> None:
         # Imported here: subprocess and pickle cost every program that imports pssh.clients
         # a few milliseconds of start-up, and most never shard.
         from pssh.fanout.process import ProcessGroup, worker_count
-        worker_count(self.processes, len(self.hosts))  # a bad ``processes`` is refused here
-        self._shard_over(ProcessGroup(), lambda: worker_count(self.processes, len(self.hosts)))
+        worker_count(processes, len(self.hosts))  # a bad ``processes`` is refused here
+        self._shard_over(ProcessGroup(), lambda: worker_count(processes, len(self.hosts)))
 
     def _shard_over_dask(self) -> None:
         from pssh.fanout.dask import DaskGroup
@@ -119,26 +119,19 @@ class ParallelSSHClient(BaseParallelSSHClient):
         # The group is the workers' scope: it ends with this client (close() stops the
         # workers, the next use starts new ones).
         self._finalizer = weakref.finalize(self, group.close)
-        self._sharded = ShardedHosts(group, lambda: round_robin(count(), len(self.hosts)),
-                                     lambda: self.hosts, self._host_options, self._ssh_config,
-                                     self.pool_size, **kwargs)
-        self._size_pool()
+        self._sharded = sharded = ShardedHosts(
+            group, lambda: round_robin(count(), len(self.hosts)), lambda: self.hosts,
+            self._host_options, self._ssh_config, self.pool_size, **kwargs)
+        self._size_pool(sharded)
 
-    def _size_pool(self) -> None:
+    def _size_pool(self, sharded: ShardedHosts) -> None:
         # pool_size applies per worker; here the hosts' greenlets only wait on them.
-        self.pool = Pool(size=self.pool_size * self._sharded.count(),
-                         greenlet_class=HostGreenlet)
+        self.pool = Pool(size=self.pool_size * sharded.count(), greenlet_class=HostGreenlet)
 
-    @property
-    def hosts(self) -> List[str]:
-        return self._hosts
-
-    @hosts.setter
-    def hosts(self, hosts) -> None:
-        BaseParallelSSHClient.hosts.fset(self, hosts)
+    def _hosts_changed(self) -> None:
         if self._sharded is not None:
             self._sharded.close()  # the shards change: new workers on next use
-            self._size_pool()
+            self._size_pool(self._sharded)
 
     @property
     def workers(self) -> List["ShardWorker"]:
