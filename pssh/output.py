@@ -1,19 +1,24 @@
 """``HostOutput``: one host's command, its streams and its result (parallel-ssh's API)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
 
 if TYPE_CHECKING:
-    from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer
+    from pssh.clients.reader import ChannelReader, CommandOutput, ConcurrentRWBuffer
+
+    #: What fills a command's buffers: the channel of a command run in this process, or
+    #: the output of one run elsewhere (a worker of the sharded client).
+    OutputReader = Union[ChannelReader, CommandOutput]
 
 
 class BufferData:
     """One stream of a command: ``rw_buffer`` holds what was read and not yet consumed;
-    ``reader`` is the :class:`~pssh.clients.reader.ChannelReader` that fills it."""
+    ``reader`` fills it: a :class:`~pssh.clients.reader.ChannelReader`, or a
+    :class:`~pssh.clients.reader.CommandOutput` for output that comes from elsewhere."""
 
     __slots__ = ("reader", "rw_buffer")
 
-    def __init__(self, reader: Optional["ChannelReader"], rw_buffer: "ConcurrentRWBuffer") -> None:
+    def __init__(self, reader: Optional["OutputReader"], rw_buffer: "ConcurrentRWBuffer") -> None:
         self.reader = reader
         self.rw_buffer = rw_buffer
 
@@ -28,7 +33,7 @@ class HostOutputBuffers:
         self.stderr = stderr
 
     @classmethod
-    def of(cls, reader: "ChannelReader") -> "HostOutputBuffers":
+    def of(cls, reader: "OutputReader") -> "HostOutputBuffers":
         return cls(BufferData(reader, reader.stdout), BufferData(reader, reader.stderr))
 
 
@@ -107,7 +112,7 @@ class HostOutput:
         return reader is None or reader.closed
 
     @property
-    def _reader(self) -> Optional["ChannelReader"]:
+    def _reader(self) -> Optional["OutputReader"]:
         return self.buffers.stdout.reader if self.buffers is not None else None
 
     def __repr__(self) -> str:

@@ -166,7 +166,7 @@ class ClientExecutor:
         self.commands[index] = output
         self.events.command_started(index)
 
-        said = []
+        said: List[bool] = []  # whether a long line was said (once per host)
 
         def split() -> None:
             if not said:
@@ -179,8 +179,10 @@ class ClientExecutor:
             for line in taking_turns(lines):
                 self.events.line(index, line.decode(output.encoding, "replace"), stderr)
 
-        pumps = [gevent.spawn(pump, output.buffers.stdout, False),
-                 gevent.spawn(pump, output.buffers.stderr, True)]
+        buffers = output.buffers
+        assert buffers is not None  # a command that started (a failure was raised)
+        pumps = [gevent.spawn(pump, buffers.stdout, False),
+                 gevent.spawn(pump, buffers.stderr, True)]
         try:
             gevent.joinall(pumps, raise_error=True)
         finally:

@@ -13,12 +13,12 @@ import logging
 import os
 import signal
 import sys
-from typing import Callable, Iterator, List, Tuple
+from typing import Iterator, List, Tuple
 
 from pssh.cli import options
 from pssh.cli.display import Display
 from pssh.cli.hosts import HostSpec, UsageError, exclude, parse_hosts, read_hosts_file
-from pssh.cli.pipeline import Executor, Pipeline
+from pssh.cli.pipeline import Pipeline
 from pssh.cli.signals import Stopped
 from pssh.options import ConnectOptions
 from pssh.ssh_config import SSHConfig, SSHConfigError, load

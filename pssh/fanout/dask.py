@@ -109,9 +109,14 @@ class QueueLink:
         self._terminated = False
         self.closed = False
 
-    def send(self, message: tuple, kind: str = "job") -> None:
+    def send(self, message: tuple) -> None:
+        self.report("job", message)
+
+    def report(self, kind: str, payload: Any) -> None:
+        """Put ``payload`` on the report queue as this task's message of ``kind``: "job"
+        (the job's messages), or the transport's own ("hello": where it runs; "lost")."""
         try:
-            self.threads.apply(self.reports.put, (pickled((self.number, kind, message)),))
+            self.threads.apply(self.reports.put, (pickled((self.number, kind, payload)),))
         except Exception as err:  # the scheduler is gone: nobody reads any more
             raise OSError(f"the Dask scheduler is gone: {err}") from err
 
@@ -168,10 +173,10 @@ def run_task(job: str, init: Any, run_id: str, number: int) -> int:
     first = Event(f"{control_name(run_id, number)}-started")
     if first.is_set():  # an earlier attempt's worker was lost
         log.warning("task %s: its first worker was lost: ending", number)
-        link.send((), kind="lost")
+        link.report("lost", ())
         return number
     first.set()
-    link.send(f"{get_worker().address} ({socket.gethostname()})", kind="hello")
+    link.report("hello", f"{get_worker().address} ({socket.gethostname()})")
     load_job(job)(link, init)
     return number
 
@@ -245,9 +250,10 @@ class DaskGroup:
         return sum(w.get("nthreads", 1) for w in self.workers().values())
 
     def start(self, label: str, job: str, init: Any, on_message: Callable[[tuple], None],
-              on_gone: Callable[[str], None], resources: Optional[dict] = None) -> DaskTask:
-        """A new task running ``job`` with ``init`` (``resources``: Dask worker resources
-        it needs), owned by this group."""
+              on_gone: Callable[[str], None], **placement: Any) -> DaskTask:
+        """A new task running ``job`` with ``init``, owned by this group; ``placement``:
+        where it may run, as keywords of Dask's ``submit`` (``resources={"dc2": 1}``: only
+        on workers that have that resource)."""
         from distributed import Queue
         if self.closed:
             raise RuntimeError("this DaskGroup is closed: it starts no more tasks")
@@ -255,8 +261,8 @@ class DaskGroup:
         control = Queue(control_name(self.run_id, number), client=self.client)
         future = self.threads.apply(self.client.submit, (run_task, job, init, self.run_id,
                                                          number),
-                                    dict(key=f"pssh-{self.run_id}-{number}", pure=False,
-                                         resources=resources))
+                                    dict(placement, key=f"pssh-{self.run_id}-{number}",
+                                         pure=False))
         task = self.tasks[number] = DaskTask(self, number, future, control, on_message,
                                              on_gone)
         log.debug("%s: Dask task %s", label, future.key)
@@ -276,8 +282,8 @@ class DaskGroup:
                 messages = self.threads.apply(self.reports.get, (None, True))  # no wait
             except Exception as err:
                 log.error("the Dask run failed: %s", err)
-                for task in self.tasks.values():
-                    task._gone(f"the Dask run failed: {err}")
+                for failed in self.tasks.values():
+                    failed._gone(f"the Dask run failed: {err}")
                 return
             for raw in messages:
                 number, kind, message = pickle.loads(raw)
@@ -304,7 +310,9 @@ class DaskGroup:
     def _look_for_lost_workers(self) -> None:
         """A task whose Dask worker has left the cluster is gone (Dask may run it again
         elsewhere: that attempt says ``lost`` and ends)."""
-        running = [t for t in self.tasks.values() if t.error is None and t.where]
+        # By its worker's address (``where`` is "address (host name)").
+        running = {t: t.where.split()[0] for t in self.tasks.values()
+                   if t.error is None and t.where}
         if not running:
             return
         try:
@@ -312,8 +320,7 @@ class DaskGroup:
         except Exception as err:  # the scheduler is gone: the receiving says so
             log.debug("cannot see the cluster's workers: %s", err)
             return
-        for task in running:
-            address = task.where.split()[0]
+        for task, address in running.items():
             if address not in workers:
                 task._gone(f"was lost with its Dask worker {address}")
 

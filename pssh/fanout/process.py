@@ -72,13 +72,14 @@ class WorkerProcess:
             os.close(worker_stdin)
             os.close(worker_stdout)
         self.pid = self.popen.pid
-        self._reader: Optional[gevent.Greenlet] = None
         self.pipe = FramedPipe(from_worker, to_worker)
         self.error: Optional[str] = None  # how it ended, once it has
         self._closing = False
         self._on_message, self._on_gone = on_message, on_gone
+        # Made here, started once the job is sent: a send that fails leaves no reader.
+        self._reader = gevent.Greenlet(self._read)
         self.pipe.send(("job", job, init))
-        self._reader = gevent.spawn(self._read)
+        self._reader.start()
 
     @property
     def alive(self) -> bool:
@@ -111,7 +112,7 @@ class WorkerProcess:
         if self.error is not None:
             return
         self.error = why
-        if self._reader is not None and self._reader is not gevent.getcurrent():
+        if self._reader is not gevent.getcurrent():
             self._reader.kill()  # its wait on the pipe ends before the pipe is closed
         self.pipe.close()
         self._on_gone(why)
@@ -154,8 +155,12 @@ class ProcessGroup:
         self.closed = False
 
     def start(self, label: str, job: str, init: Any, on_message: OnMessage,
-              on_gone: OnGone) -> WorkerProcess:
-        """A new worker running ``job`` (see :class:`WorkerProcess`), owned by this group."""
+              on_gone: OnGone, **placement: Any) -> WorkerProcess:
+        """A new worker running ``job`` (see :class:`WorkerProcess`), owned by this group.
+        A worker process runs on this machine: there is no ``placement`` (where a Dask task
+        may run) to choose, and one given is refused."""
+        if placement:
+            raise TypeError(f"a worker process takes no placement: {sorted(placement)}")
         if self.closed:
             raise RuntimeError("this ProcessGroup is closed: it starts no more workers")
         worker = WorkerProcess(label, job, init, on_message, on_gone)

@@ -9,8 +9,8 @@ What it may import: the gevent API shell :mod:`pssh.clients` (each host's connec
 is a :class:`pssh.clients.SSHClient`, so ssh_config, known_hosts, keys and jump hosts
 work as for ``pssh run``), the core's data (:mod:`pssh.options`,
 :mod:`pssh.exceptions`, :mod:`pssh.ssh_config`, :mod:`pssh.config`), :mod:`pssh.fanout`
-(its transports and its poll job, for sharding), gevent and the standard library; never :mod:`pssh.cli` (the ``pssh poll`` command imports this) nor
-:mod:`pssh.aio`.
+(its transports and its poll job, for sharding), gevent and the standard library; never
+:mod:`pssh.cli` (the ``pssh poll`` command imports this) nor :mod:`pssh.aio`.
 
 Example::
 

@@ -153,6 +153,10 @@ class BaseParallelSSHClient:
         for key in [k for k in self._host_clients if k not in kept]:
             del self._host_clients[key]
         self._hosts = hosts
+        self._hosts_changed()
+
+    def _hosts_changed(self) -> None:
+        """Called once ``hosts`` was replaced: for what a subclass derives from them."""
 
     def _check_host_config(self) -> None:
         if self.host_config is None:
@@ -214,17 +218,21 @@ class BaseParallelSSHClient:
 
     # -- commands ------------------------------------------------------------------
 
-    def run_command(self, command: str, user: Optional[str] = None,
-                    stop_on_errors: bool = True, host_args: Optional[Sequence] = None,
-                    use_pty: bool = False, shell: Optional[str] = None,
-                    encoding: str = "utf-8", **kwargs) -> List[HostOutput]:
+    # The parallel clients' signature (parallel-ssh's ParallelSSHClient.run_command, with
+    # our errors and cancellable), so that a client's override is this one's.
+    def run_command(self, command: str, sudo: bool = False, user: Optional[str] = None,
+                    stop_on_errors: bool = True, use_pty: bool = False,
+                    host_args: Optional[Sequence] = None, shell: Optional[str] = None,
+                    encoding: str = "utf-8", read_timeout: Optional[float] = None,
+                    errors: str = "replace", cancellable: bool = False) -> List[HostOutput]:
         """Start ``command`` on every host; one :class:`~pssh.output.HostOutput` per host,
         in host order, once every command has started (or its host failed).
 
         ``host_args``: one value per host (tuple, dict or single value) that
         ``command`` is ``%``-formatted with. With ``stop_on_errors`` a host's
         failure is raised; without it, it is in that host's
-        ``HostOutput.exception``.
+        ``HostOutput.exception``. The other arguments are each host's
+        (see :meth:`SSHClient.run_command`).
         """
         if host_args:
             try:
@@ -234,8 +242,10 @@ class BaseParallelSSHClient:
                     "%s host arguments for %s hosts", len(host_args), len(self.hosts)) from None
         else:
             commands = [command] * len(self.hosts)
-        self.cmds = [self.pool.spawn(self._run_command, i, host, commands[i], user=user,
-                                     encoding=encoding, use_pty=use_pty, shell=shell, **kwargs)
+        self.cmds = [self.pool.spawn(self._run_command, i, host, commands[i], sudo=sudo,
+                                     user=user, shell=shell, use_pty=use_pty, encoding=encoding,
+                                     read_timeout=read_timeout, errors=errors,
+                                     cancellable=cancellable)
                      for i, host in enumerate(self.hosts)]
         gevent.joinall(self.cmds)
         return self._get_output_from_cmds(self.cmds, raise_error=stop_on_errors)

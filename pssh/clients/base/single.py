@@ -561,7 +561,8 @@ class BaseSSHClient(PollMixIn):
         host_out = self._make_host_output(channel, encoding, read_timeout or timeout,
                                           fully_qualified_command=wrapped, errors=errors)
         buffers = host_out.buffers
-        assert buffers is not None and buffers.stdout.reader is not None  # a channel's output
+        # _make_host_output gave it a channel's reader (CommandOutput is a worker's).
+        assert buffers is not None and isinstance(buffers.stdout.reader, ChannelReader)
         buffers.stdout.reader.marker = marker
         return host_out
 

@@ -25,10 +25,15 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, Callable, Dict, Iterator, List, Mapping, Optional, Sequence,
+                    Tuple, Union)
 
 from pssh import exceptions as exc
 from pssh.fanout.dask import connect_cluster  # noqa: F401 (pssh.clients.cluster names it)
+
+if TYPE_CHECKING:
+    from pssh.fanout.run.hosts import Plan, ShardedHosts
+    from pssh.output import HostOutput
 
 log = logging.getLogger("pssh.cluster")
 
@@ -183,19 +188,19 @@ class _Hosts:
     """The hosts of a run, in its own thread: each host's command started, waited for and
     reported; a shard's task retired once its hosts are done."""
 
-    def __init__(self, run: ClusterRun, sharded, shards, command: str, run_kwargs: dict,
-                 idempotent: bool) -> None:
+    def __init__(self, run: ClusterRun, sharded: ShardedHosts, shards: Plan, command: str,
+                 run_kwargs: dict, idempotent: bool) -> None:
         self.run_, self.sharded, self.command = run, sharded, command
         self.run_kwargs, self.idempotent = run_kwargs, idempotent
         self.left = {number: set(indices) for number, (_, indices) in enumerate(shards)}
         self.shard_of = {i: number for number, (_, indices) in enumerate(shards)
                          for i in indices}
-        self.outputs: Dict[int, object] = {}
+        self.outputs: Dict[int, HostOutput] = {}
         self.stopping = False
 
     def run(self, stop) -> None:
         import gevent
-        self.sharded.workers  # every task submitted: Dask starts them as workers have room
+        self.sharded.start()  # every task submitted: Dask starts them as workers have room
         hosts = {i: gevent.spawn(self._host, i) for i in range(len(self.run_.hosts))}
         done = gevent.spawn(gevent.joinall, list(hosts.values()))
         gevent.wait([stop, done], count=1)

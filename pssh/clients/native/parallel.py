@@ -10,7 +10,7 @@ from gevent.pool import Pool
 
 from pssh import exceptions as exc
 from pssh.clients.base.parallel import BaseParallelSSHClient, HostGreenlet
-from pssh.clients.base.single import options_of
+from pssh.clients.base.single import BaseSSHClient, options_of
 from pssh.clients.native.jump import JumpHosts
 from pssh.clients.native.single import SSHClient
 from pssh.config import HostConfig
@@ -94,17 +94,17 @@ class ParallelSSHClient(BaseParallelSSHClient):
                 raise ValueError("processes= and scheduler= are two ways of sharding the "
                                  "hosts: give one")
             self._shard_over_dask()
-        elif processes not in (None, 1):
-            self._shard_over_processes()
+        elif processes is not None and processes != 1:
+            self._shard_over_processes(processes)
 
     # -- processes=N, scheduler=: the hosts handed to workers (pssh.fanout) -----------------
 
-    def _shard_over_processes(self) -> None:
+    def _shard_over_processes(self, processes: Union[int, str]) -> None:
         # Imported here: subprocess and pickle cost every program that imports pssh.clients
         # a few milliseconds of start-up, and most never shard.
         from pssh.fanout.process import ProcessGroup, worker_count
-        worker_count(self.processes, len(self.hosts))  # a bad ``processes`` is refused here
-        self._shard_over(ProcessGroup(), lambda: worker_count(self.processes, len(self.hosts)))
+        worker_count(processes, len(self.hosts))  # a bad ``processes`` is refused here
+        self._shard_over(ProcessGroup(), lambda: worker_count(processes, len(self.hosts)))
 
     def _shard_over_dask(self) -> None:
         from pssh.fanout.dask import DaskGroup
@@ -119,32 +119,31 @@ class ParallelSSHClient(BaseParallelSSHClient):
         # The group is the workers' scope: it ends with this client (close() stops the
         # workers, the next use starts new ones).
         self._finalizer = weakref.finalize(self, group.close)
-        self._sharded = ShardedHosts(group, lambda: round_robin(count(), len(self.hosts)),
-                                     lambda: self.hosts, self._host_options, self._ssh_config,
-                                     self.pool_size, **kwargs)
-        self._size_pool()
+        self._sharded = sharded = ShardedHosts(
+            group, lambda: round_robin(count(), len(self.hosts)), lambda: self.hosts,
+            self._host_options, self._ssh_config, self.pool_size, **kwargs)
+        self._size_pool(sharded)
 
-    def _size_pool(self) -> None:
+    def _size_pool(self, sharded: ShardedHosts) -> None:
         # pool_size applies per worker; here the hosts' greenlets only wait on them.
-        self.pool = Pool(size=self.pool_size * self._sharded.count(),
-                         greenlet_class=HostGreenlet)
+        self.pool = Pool(size=self.pool_size * sharded.count(), greenlet_class=HostGreenlet)
 
-    @property
-    def hosts(self) -> List[str]:
-        return self._hosts
-
-    @hosts.setter
-    def hosts(self, hosts) -> None:
-        BaseParallelSSHClient.hosts.fset(self, hosts)
+    def _hosts_changed(self) -> None:
         if self._sharded is not None:
             self._sharded.close()  # the shards change: new workers on next use
-            self._size_pool()
+            self._size_pool(self._sharded)
 
     @property
     def workers(self) -> List["ShardWorker"]:
         """With ``processes=N``, the worker processes (started if they were not; each has
         its ``pid``); otherwise none."""
-        return [] if self._sharded is None else self._sharded.workers
+        return [] if self._sharded is None else self._sharded.start()
+
+    def _start_workers(self) -> None:
+        """With ``processes=N`` or ``scheduler``, start the workers not running, before
+        the hosts' greenlets ask for them: starting one waits (gevent's Popen)."""
+        if self._sharded is not None:
+            self._sharded.start()
 
     def run_command(self, command: str, sudo: bool = False, user: Optional[str] = None,
                     stop_on_errors: bool = True, use_pty: bool = False,
@@ -168,7 +167,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
         """
         if cancellable is None:
             cancellable = self._sharded is not None
-        self.workers  # started before the hosts' greenlets ask for them
+        self._start_workers()
         return super().run_command(command, user=user, stop_on_errors=stop_on_errors,
                                     host_args=host_args, use_pty=use_pty, shell=shell,
                                     encoding=encoding, sudo=sudo, read_timeout=read_timeout,
@@ -176,10 +175,20 @@ class ParallelSSHClient(BaseParallelSSHClient):
 
     # -- the per-host steps: here, or in the host's worker with processes=N ----------------
 
-    def _run_command(self, host_i: int, host: str, command: str, **kwargs) -> HostOutput:
+    def _run_command(self, host_i: int, host: str, command: str, sudo: bool = False,
+                     user: Optional[str] = None, shell: Optional[str] = None,
+                     use_pty: bool = False, encoding: str = "utf-8",
+                     read_timeout: Optional[float] = None, errors: str = "replace",
+                     cancellable: bool = False) -> HostOutput:
         if self._sharded is not None:
-            return self._sharded.run_command(host_i, host, command, **kwargs)
-        return super()._run_command(host_i, host, command, **kwargs)
+            return self._sharded.run_command(host_i, host, command, sudo=sudo, user=user,
+                                             shell=shell, use_pty=use_pty, encoding=encoding,
+                                             read_timeout=read_timeout, errors=errors,
+                                             cancellable=cancellable)
+        return super()._run_command(host_i, host, command, sudo=sudo, user=user, shell=shell,
+                                    use_pty=use_pty, encoding=encoding,
+                                    read_timeout=read_timeout, errors=errors,
+                                    cancellable=cancellable)
 
     def _copy_file(self, host_i: int, host: str, *args, **kwargs) -> None:
         if self._sharded is not None:
@@ -192,12 +201,10 @@ class ParallelSSHClient(BaseParallelSSHClient):
         return super()._copy_remote_file(host_i, host, *args, **kwargs)
 
     def _spawn_pairs(self, per_host, pairs, **kwargs) -> List[gevent.Greenlet]:
-        # The workers start here, before the hosts' greenlets ask for them: starting one
-        # waits (gevent's Popen).
-        self.workers
+        self._start_workers()
         return super()._spawn_pairs(per_host, pairs, **kwargs)
 
-    def _get_ssh_client(self, host_i: int, host: str) -> SSHClient:
+    def _get_ssh_client(self, host_i: int, host: str) -> BaseSSHClient:
         if self._sharded is not None:
             raise exc.PSSHError("%s: with processes=N each host's client lives in a worker "
                                 "process; use the parallel client's methods", host, host=host)
@@ -208,7 +215,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
         the greenlets doing it (``gevent.joinall(..., raise_error=True)`` waits)."""
         if self._sharded is None:
             return super().connect_auth()
-        self.workers
+        self._start_workers()
         return [self.pool.spawn(self._sharded.connect, i, host)
                 for i, host in enumerate(self.hosts)]
 

@@ -35,7 +35,8 @@ JOB = "pssh.fanout.run.shard:serve"
 
 
 class Group(Protocol):
-    """What this needs of a transport's group of workers."""
+    """What this needs of a transport's group of workers (``placement``: where a worker
+    may run, as a :data:`Plan` gives it; a transport with no choice refuses any)."""
 
     def start(self, label: str, job: str, init: Any, on_message: Callable[[tuple], None],
               on_gone: Callable[[str], None], **placement: Any) -> Any: ...
@@ -188,9 +189,9 @@ class ShardedHosts:
 
     # -- workers ---------------------------------------------------------------------
 
-    @property
-    def workers(self) -> List[ShardWorker]:
-        """The workers (started if they were not, or started again if they died)."""
+    def start(self) -> List[ShardWorker]:
+        """Start the workers not running (all of them when the plan changed: new hosts,
+        new shards); returns every worker, in shard order."""
         with self._starting:
             plan = self.plan()
             if plan != self._plan:  # new hosts: new shards
@@ -198,12 +199,16 @@ class ShardedHosts:
                 self._plan = plan
                 self._shard_of = {i: n for n, (_, indices) in enumerate(plan) for i in indices}
                 self._workers.extend([None] * len(plan))
+            workers = []
             for number, worker in enumerate(self._workers):
                 if worker is None or not worker.alive:
-                    self._workers[number] = self._start(number)
-            return list(self._workers)
+                    worker = self._workers[number] = self._start(number)
+                workers.append(worker)
+            return workers
 
     def _start(self, number: int) -> ShardWorker:
+        # Only ever for a shard of the plan of the workers there are (see start, worker).
+        assert self._plan is not None, "a worker starts for a shard of a plan"
         placement, indices = self._plan[number]
         hosts = self._hosts()
         shard = [(i, hosts[i]) for i in indices]
@@ -220,7 +225,7 @@ class ShardedHosts:
             return worker
         with self._starting:
             if self._plan is None or self._plan != self.plan():
-                self.workers  # (new) shards: every worker starts
+                self.start()  # (new) shards: every worker starts
             number = self._shard_of[host_i]
             worker = self._workers[number]
             if worker is None or not worker.alive:  # this one alone starts (again)

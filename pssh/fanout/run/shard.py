@@ -29,6 +29,7 @@ from gevent.lock import BoundedSemaphore
 from gevent.queue import Queue
 
 from pssh.clients.native.parallel import ParallelSSHClient
+from pssh.clients.reader import ChannelReader
 from pssh.fanout.link import Link, portable
 from pssh.options import ConnectOptions
 from pssh.output import HostOutput
@@ -47,10 +48,11 @@ class ShardClient(ParallelSSHClient):
     def __init__(self, hosts: List[str], options: List[ConnectOptions], ssh_config,
                  pool_size: int) -> None:
         super().__init__(hosts, pool_size=pool_size, ssh_config=ssh_config)
-        self._per_host = options
+        # Not "_per_host": that is the client's method formatting copy_args per host.
+        self._options_by_host = options
 
     def _host_options(self, host_i: int) -> ConnectOptions:
-        return self._per_host[host_i]
+        return self._options_by_host[host_i]
 
     def _connect_only(self, host_i: int, host: str) -> None:
         self._get_ssh_client(host_i, host)
@@ -66,7 +68,7 @@ class Pump:
         self.worker = worker
         self.command_id = command_id
         self.output = output
-        self.reader = output.buffers.stdout.reader
+        self.reader = channel_reader(output)
         self.credit = [0, 0]
         self.unlimited = False
         self.discard = False
@@ -164,6 +166,15 @@ class Pump:
             self.worker.pumps.pop(self.command_id, None)
             if self._feeder is not None:
                 self._feeder.kill(block=False)
+
+
+def channel_reader(output: HostOutput) -> ChannelReader:
+    """The channel reader of a command the shard's client started (a channel of this
+    process, never output from elsewhere)."""
+    reader = output.buffers.stdout.reader if output.buffers is not None else None
+    if not isinstance(reader, ChannelReader):
+        raise TypeError(f"{output.host}: {output!r} has no channel in this process")
+    return reader
 
 
 class _ToParent(logging.Handler):
