@@ -78,7 +78,15 @@ class WorkerProcess:
         self._on_message, self._on_gone = on_message, on_gone
         # Made here, started once the job is sent: a send that fails leaves no reader.
         self._reader = gevent.Greenlet(self._read)
-        self.pipe.send(("job", job, init))
+        try:
+            self.pipe.send(("job", job, init))
+        except BaseException:
+            # The worker never got its job: nobody else holds it, so it ends here.
+            self.error = "its job could not be sent"
+            self.pipe.close()
+            self.popen.kill()
+            self.popen.wait()
+            raise
         self._reader.start()
 
     @property
