@@ -33,8 +33,9 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+from waiting import NeverHappened, eventually
 
 HTTP_RESPONSE = b"HTTP/1.0 200 OK\r\nServer: pssh-examples-test\r\nContent-Length: 0\r\n\r\n"
 TAIL_SHIM = """#!/bin/sh
@@ -61,6 +62,8 @@ LISTENING = {
     "remote_forwarding_client2": (8080, b"HEAD / HTTP/1.0\r\n\r\n"),
 }
 CLIENT_EXAMPLES = RUN_TO_END | set(LISTENING)
+#: How long a listening example may refuse connections before that is taken as its answer.
+REFUSED_FOR = 10.0
 IMPORT_LINE = re.compile(r"^import (.*\basyncssh\b.*)$", re.MULTILINE)
 
 
@@ -185,18 +188,38 @@ def poke(proc: subprocess.Popen, port, payload: bytes):
         if not match:
             return f"no port announced: {first!r}", first
         port = int(match.group(1))
-    deadline = time.monotonic() + 30
-    while not listening(port):
-        if time.monotonic() > deadline or proc.poll() is not None:
-            return f"nothing listens on port {port}", first
-        time.sleep(0.05)
+    try:
+        eventually(lambda: listening(port) or proc.poll() is not None, 30,
+                   f"the example listening on port {port}")
+    except NeverHappened:
+        pass
+    if not listening(port):
+        return f"nothing listens on port {port}", first
     # asyncssh registers a remote listener only after the server's reply has been handled,
-    # and refuses a connection arriving before: the control needs a moment here.
-    time.sleep(0.5)
+    # and refuses a connection arriving before (the connection then gets nothing): while
+    # that is all a connection gets, try again for a while. An example that refuses every
+    # connection gets nothing in the end.
+    answers = []
+
+    def answered() -> bool:
+        answers.append(exchange(port, payload))
+        return bool(answers[-1]) and not answers[-1].startswith("cannot connect")
+    try:
+        eventually(answered, REFUSED_FOR, f"an answer through port {port}", interval=0.2)
+    except NeverHappened:
+        pass
+    # What the example prints of a connection it prints when the connection comes, before
+    # any data goes back: it is in its output already (unbuffered).
+    return answers[-1], first
+
+
+def exchange(port: int, payload: bytes) -> str:
+    """Send ``payload`` to ``port`` and read until the other side closes: what came back
+    (or the error)."""
     try:
         sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     except OSError as err:
-        return f"cannot connect: {err}", first
+        return f"cannot connect: {err}"
     with sock:
         sock.sendall(payload)
         sock.shutdown(socket.SHUT_WR)
@@ -205,9 +228,8 @@ def poke(proc: subprocess.Popen, port, payload: bytes):
             while data := sock.recv(65536):
                 received += data
         except OSError as err:
-            return f"{received!r} then {err}", first
-    time.sleep(0.3)   # the example prints what it saw
-    return received.decode(errors="replace"), first
+            return f"{received!r} then {err}"
+    return received.decode(errors="replace")
 
 
 def listening(port: int) -> bool:

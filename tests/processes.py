@@ -1,8 +1,21 @@
 """Looking at this machine's processes: the test servers run here, so a remote command
-is a local process the tests can see."""
+is a local process the tests can see.
+
+Any process listed here may end before it is looked at again or signalled (a session
+closing, a command finishing): each function takes that as "gone", never as an error.
+"""
 import contextlib
 import os
+import platform
 import signal
+
+#: System call numbers (as /proc/PID/task/TID/syscall shows them) of the calls the tests
+#: look for: a write blocked on a full pipe, a wait on sockets.
+SYSCALLS = {
+    "x86_64": {"0": "read", "1": "write", "7": "poll", "23": "select", "270": "pselect6",
+               "271": "ppoll"},
+    "aarch64": {"63": "read", "64": "write", "72": "pselect6", "73": "ppoll"},
+}[platform.machine()]
 
 
 def alive(pid: int) -> bool:
@@ -14,17 +27,20 @@ def alive(pid: int) -> bool:
         return False
 
 
+def cmdline(pid: int) -> bytes:
+    """The command line of ``pid`` (arguments NUL-separated), ``b""`` once it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
 def processes_with(word: str):
-    """Live processes whose command line holds ``word``."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if word.encode() in fh.read() and alive(int(pid)):
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
+    """Live processes whose command line, its arguments joined by spaces, holds ``word``
+    (as ``pgrep -f``: ``"sleep 30"`` finds the shell running it and the sleep itself)."""
+    return [int(pid) for pid in filter(str.isdigit, os.listdir("/proc"))
+            if word.encode() in cmdline(int(pid)).replace(b"\0", b" ") and alive(int(pid))]
 
 
 def in_session(sid: int):
@@ -42,16 +58,41 @@ def in_session(sid: int):
     return found
 
 
+def signal_each(pids, signum: int) -> list:
+    """Send ``signum`` to each of ``pids``; returns those that were still there (one that
+    ended since it was listed is skipped)."""
+    reached = []
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+            reached.append(pid)
+        except ProcessLookupError:
+            pass
+    return reached
+
+
+def in_syscall(tid: int):
+    """``(name, first argument)`` of the system call thread ``tid`` of this process is
+    blocked in (name None for a call not in :data:`SYSCALLS`), or None when it runs."""
+    try:
+        with open(f"/proc/self/task/{tid}/syscall") as fh:
+            fields = fh.read().split()
+    except OSError:  # the thread ended
+        return None
+    if not fields or not fields[0].isdigit():  # "running"
+        return None
+    return SYSCALLS.get(fields[0]), int(fields[1], 16)
+
+
 @contextlib.contextmanager
 def stopped(server):
     """SIGSTOP an sshd (a pssh.sshd server) and its sessions for the ``with`` block: TCP
-    still answers, SSH does not (a host that hangs)."""
+    still answers, SSH does not (a host that hangs). A session that ends between being
+    listed and being stopped is left out."""
     from pssh.sshd import _descendants
-    pids = [server.process.pid, *_descendants(server.process.pid)]
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+    pids = signal_each([server.process.pid, *_descendants(server.process.pid)],
+                       signal.SIGSTOP)
     try:
         yield pids
     finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
+        signal_each(pids, signal.SIGCONT)

@@ -15,6 +15,7 @@ from benchmarks.servers import InfluxDB1, VictoriaMetrics
 from benchmarks.sessions import OPERATIONS
 from benchmarks.sinks import read_raw
 from dashboards import assert_decodes_with_the_grafana_schema, assert_every_query_returns_data
+from waiting import eventually
 
 DASHBOARD = Path(benchmarks.__file__).parent / "grafana" / "dashboard.json"
 OPS_WITHOUT_EXECUTE = tuple(op for op in OPERATIONS if op != "execute")
@@ -44,13 +45,6 @@ def influx():
         yield server
 
 
-def wait_for(probe, want, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got == want or time.monotonic() > deadline:
-            return got
-        time.sleep(0.3)
 
 
 def test_ramp_records_every_operation_and_draws_the_table_and_charts(tmp_path):
@@ -100,7 +94,8 @@ def test_influxdb1_http_api_and_graphite_input_hold_every_timing(influx, tmp_pat
                         for s in res.get("series", [])})
 
     for database in ("bench", influx.graphite_db):
-        assert wait_for(lambda: counts(database), want) == want, database
+        # A database shows writes some moments after taking them.
+        eventually(lambda: counts(database), what=f"the points in {database}", equal_to=want)
         tags = influx.query(f'SHOW TAG VALUES FROM "ssh_bench" WITH KEY IN ("concurrency", '
                             f'"host", "thread") WHERE "run_id" = \'{run_id}\'', database)
         values = {(k, v) for k, v in tags["series"][0]["values"]}
@@ -145,7 +140,7 @@ def test_influxdb2_write_api_into_victoria_metrics(tmp_path):
                 got[(labels["library"], labels["operation"])] += len(series["values"])
             return got
 
-        assert wait_for(counts, want) == want
+        eventually(counts, what="the points in VictoriaMetrics", equal_to=want)
         labels = vm.export('{__name__="ssh_bench_seconds"}')[0]["metric"]
         assert labels["run_id"] == records[0]["run_id"] and labels["concurrency"] == "2"
         assert labels["host"] == records[0]["host"] and labels["thread"] in ("0", "1")
