@@ -13,6 +13,7 @@ from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
 from pssh.clients.native.tunnel import LocalForwarder, TunnelServer
 from pssh.config import HostConfig
+from loopback import address, addresses
 from pssh.sshd import ServerGroup
 from pssh.utils import enable_host_logger, host_logger
 from ssh2 import exceptions as ssh2_exc
@@ -20,7 +21,7 @@ from ssh2 import exceptions as ssh2_exc
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(3, first_address=91) as g:
+    with ServerGroup(addresses=addresses(3)) as g:
         yield g
 
 
@@ -32,6 +33,9 @@ def kw(group, tmp_path):
                 timeout=10)
 
 
+REFUSED = address()  # nobody listens there
+
+
 def closed_port(address):
     with socket.socket() as s:
         s.bind((address, 0))
@@ -41,13 +45,13 @@ def closed_port(address):
 # -- exceptions -----------------------------------------------------------------------
 
 def test_refused_connection_is_a_connection_refused_error_with_host_and_port(kw):
-    kw.update(port=closed_port("127.0.0.99"), num_retries=2)
+    kw.update(port=closed_port(REFUSED), num_retries=2)
     with pytest.raises(ConnectionRefusedError) as info:
-        SSHClient("127.0.0.99", **kw)
+        SSHClient(REFUSED, **kw)
     err = info.value
     assert isinstance(err, exc.ConnectionError) and isinstance(err, ConnectionError)
-    assert err.args[2:] == ("127.0.0.99", kw["port"])  # parallel-ssh's (errno, text, host, port)
-    assert str(err) == f"127.0.0.99:{kw['port']}: cannot connect: Connection refused"
+    assert err.args[2:] == (REFUSED, kw["port"])  # parallel-ssh's (errno, text, host, port)
+    assert str(err) == f"{REFUSED}:{kw['port']}: cannot connect: Connection refused"
 
 
 def test_failed_logins_carry_parallel_ssh_args(group, kw):
@@ -247,14 +251,15 @@ def test_targets_behind_one_jump_host_get_their_own_channels(group, kw):
 
 
 def test_jump_host_failures(group, kw):
-    client = ParallelSSHClient(group.hosts[1:2], proxy_host="127.0.0.98",
-                               proxy_port=closed_port("127.0.0.98"), **kw)
+    no_jump, no_target = addresses(2)   # nobody listens there
+    client = ParallelSSHClient(group.hosts[1:2], proxy_host=no_jump,
+                               proxy_port=closed_port(no_jump), **kw)
     output = client.run_command("echo never", stop_on_errors=False)
     assert isinstance(output[0].exception, exc.ProxyError)
     with pytest.raises(ssh2_exc.SocketRecvError) as info:  # as parallel-ssh reports it
-        SSHClient("127.0.0.97", proxy_host=group.hosts[0], proxy_port=group.port,
-                  num_retries=1, **dict(kw, port=closed_port("127.0.0.97")))
-    assert isinstance(info.value, exc.ProxyTargetError) and "127.0.0.97" in str(info.value)
+        SSHClient(no_target, proxy_host=group.hosts[0], proxy_port=group.port,
+                  num_retries=1, **dict(kw, port=closed_port(no_target)))
+    assert isinstance(info.value, exc.ProxyTargetError) and no_target in str(info.value)
 
 
 def test_local_forwarder_carries_a_connection(group, kw):

@@ -6,6 +6,7 @@ import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
+from loopback import addresses
 from pssh.sshd import ServerGroup
 from processes import stopped
 from pssh.ssh_config import SSHConfig
@@ -13,7 +14,7 @@ from pssh.ssh_config import SSHConfig
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(2, first_address=77) as g:
+    with ServerGroup(addresses=addresses(2)) as g:
         yield g
 
 

@@ -1,4 +1,4 @@
-"""pssh clients on gevent against real sshd hosts on 127.0.0.x, including faulty ones."""
+"""pssh clients on gevent against real sshd hosts on loopback, including faulty ones."""
 import socket
 import subprocess
 import time
@@ -9,13 +9,14 @@ import pytest
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
 from pssh.config import HostConfig
+from loopback import addresses
 from pssh.sshd import ServerGroup
 from ssh2 import exceptions as ssh2_exc
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(5, first_address=11) as g:
+    with ServerGroup(addresses=addresses(5)) as g:
         yield g
 
 
@@ -135,13 +136,14 @@ def test_read_timeout_and_join_timeout(group, known_hosts):
 
 
 def test_failed_hosts_do_not_stop_the_others(group, known_hosts, tmp_path):
+    refused, silent = addresses(2)
     with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.30", 0))
+        s.bind((refused, 0))
         closed_port = s.getsockname()[1]
     blackhole = socket.socket()   # accepts TCP, never speaks
-    blackhole.bind(("127.0.0.31", 0))
+    blackhole.bind((silent, 0))
     blackhole.listen(16)
-    hosts = group.hosts[:2] + ["127.0.0.30", "127.0.0.31", "no-such-host.invalid"]
+    hosts = group.hosts[:2] + [refused, silent, "no-such-host.invalid"]
     configs = [HostConfig(), HostConfig(), HostConfig(port=closed_port, num_retries=1,
                                                       retry_delay=0.1),
                HostConfig(port=blackhole.getsockname()[1]), HostConfig()]
@@ -152,9 +154,9 @@ def test_failed_hosts_do_not_stop_the_others(group, known_hosts, tmp_path):
     assert [list(o.stdout) for o in output[:2]] == [["ok"], ["ok"]]
     assert isinstance(output[2].exception, exc.ConnectionError)
     assert isinstance(output[2].exception, ConnectionRefusedError)  # as parallel-ssh raises it
-    assert "127.0.0.30" in str(output[2].exception) and "refused" in str(output[2].exception)
+    assert refused in str(output[2].exception) and "refused" in str(output[2].exception)
     assert isinstance(output[3].exception, exc.Timeout)
-    assert "127.0.0.31" in str(output[3].exception)
+    assert silent in str(output[3].exception)
     assert isinstance(output[4].exception, exc.UnknownHostError)
     for failed in output[2:]:
         assert list(failed.stdout) == [] and failed.exit_code is None
@@ -245,7 +247,7 @@ def test_single_client(group, known_hosts):
 
 
 def test_many_hosts_in_one_run(tmp_path):
-    with ServerGroup(210, first_address=40) as many:
+    with ServerGroup(addresses=addresses(210)) as many:
         client = ParallelSSHClient(many.hosts, port=many.port, pkey=many.keys.private(),
                                    known_hosts=str(tmp_path / "kh"), allow_agent=False,
                                    identity_auth=False, timeout=30)
