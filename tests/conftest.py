@@ -8,16 +8,30 @@ import threading
 
 import pytest
 
+from extras import imported, require
+from loopback import addresses
 from pssh.sshd import PASSPHRASE, ServerGroup
 from ssh2.session import Session
+from waiting import eventually
 
 PASSWORD = "s3cret pw"
 
 
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "needs(*modules): optional modules the test needs (tests/extras.py): "
+        "missing, it fails at once, naming the install command")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers("needs"):
+        require(*mark.args)
+
+
 @pytest.fixture(scope="session")
 def servers():
-    """Two sshd hosts (127.0.0.1 and 127.0.0.2) accepting keys and a password."""
-    with ServerGroup(2, password=PASSWORD) as group:
+    """Two sshd hosts (on addresses of their own) accepting keys and a password."""
+    with ServerGroup(addresses=addresses(2), password=PASSWORD) as group:
         yield group
 
 
@@ -89,10 +103,7 @@ def agent(server, tmp_path):
     proc = subprocess.Popen(["ssh-agent", "-D", "-a", path], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        for _ in range(200):
-            if os.path.exists(path):
-                break
-            subprocess.run(["sleep", "0.02"])
+        eventually(lambda: os.path.exists(path), what=f"ssh-agent's socket {path}")
         env = dict(os.environ, SSH_AUTH_SOCK=path)
         subprocess.run(["ssh-add", server.keys.private("rsa")], env=env, check=True,
                        capture_output=True)
@@ -120,8 +131,10 @@ __all__ = ["PASSWORD", "PASSPHRASE", "connect", "run", "read_all", "trusting"]
 def run_loop(request):
     """Runs a coroutine to completion on a fresh loop of either kind (default, uvloop)."""
     import asyncio
-    import uvloop
-    factory = uvloop.new_event_loop if request.param == "uvloop" else asyncio.new_event_loop
+    if request.param == "uvloop":
+        factory = imported("uvloop").new_event_loop
+    else:
+        factory = asyncio.new_event_loop
 
     def run(coro):
         with asyncio.Runner(loop_factory=factory) as runner:

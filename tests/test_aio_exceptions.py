@@ -8,12 +8,14 @@ import builtins
 import os
 import socket
 
-import asyncssh
 import pytest
 
 from pssh import aio
 from pssh import exceptions as exc
+from extras import imported
 from pssh.sshd import ClientKeys
+
+asyncssh = imported("asyncssh")
 
 #: asyncssh's exception classes (all it exports, but the server-side signals and the
 #: password-change and key-export ones, which a pssh.aio client never meets).

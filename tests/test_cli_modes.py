@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from extras import require
 from loopback import address, addresses
 from pssh.sshd import ServerGroup
 from processes import processes_with
@@ -39,6 +40,7 @@ def command(group, slow=None):
 
 def run_in_every_mode(group, tmp_path, options, text):
     """(exit status, stdout, stderr, files written) of each mode, made comparable."""
+    require("dask", "distributed")  # the Dask mode's
     outcomes = {}
     for name, mode in MODES.items():
         work = tmp_path / name
