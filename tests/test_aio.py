@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import socket
 import stat
 import threading
@@ -495,7 +496,7 @@ def test_cancellable_commands_are_stopped_on_the_server(server, login, run_loop,
     async def main():
         async with aio.connect(server.address, **login) as conn:
             with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(conn.run(f"sleep 300 & echo $! > {pidfile}; wait",
+                await asyncio.wait_for(conn.run(f"sleep 300 & echo $! > {shlex.quote(str(pidfile))}; wait",
                                                 cancellable=True), 1)
             proc = await conn.create_process("echo started; sleep 300", cancellable=True)
             assert await proc.stdout.readline() == "started\n"

@@ -1,6 +1,7 @@
 """The ramp harness end to end: real sshd, real InfluxDB 1.x, real VictoriaMetrics
 (InfluxDB 2.x write API), real peer libraries; results read back from the servers."""
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -208,8 +209,8 @@ def test_help_lists_the_options_and_examples():
 
 def test_progress_bar_on_a_terminal(tmp_path):
     # script(1) gives the harness a pseudo-terminal: the live bar instead of step lines.
-    command = (f"{sys.executable} -m benchmarks run --libs ours-blocking --steps 1 --seconds 1 "
-               f"--no-plots --out {tmp_path}")
+    command = shlex.join([sys.executable, "-m", "benchmarks", "run", "--libs", "ours-blocking",
+                          "--steps", "1", "--seconds", "1", "--no-plots", "--out", str(tmp_path)])
     result = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
                             timeout=120)
     screen = result.stdout.decode(errors="replace")

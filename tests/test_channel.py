@@ -1,6 +1,7 @@
 """Channel: commands, streams, pty, shell, forwarding and SCP against real sshd."""
 import hashlib
 import os
+import shlex
 import signal
 import socket
 import threading
@@ -118,7 +119,7 @@ def test_large_output_read_fully_and_byte_exact(session, tmp_path):
             fh.write(hashlib.sha256(bytes([i])).digest() + block[32:])
     expected = hashlib.sha256(path.read_bytes()).hexdigest()
     chan = session.open_session()
-    chan.execute(f"cat {path}")
+    chan.execute(f"cat {shlex.quote(str(path))}")
     digest = hashlib.sha256()
     total = 0
     while True:

@@ -200,7 +200,7 @@ def test_progress_bar_and_summary_on_a_terminal(group, tmp_path):
                *conn(group, tmp_path), "--", "sleep 0.5; echo hi"]
     typescript = tmp_path / "typescript"
     env = dict(ENV, LINES="40", TERM="xterm")
-    subprocess.run(["script", "-qec", subprocess.list2cmdline(command), str(typescript)],
+    subprocess.run(["script", "-qec", shlex.join(command), str(typescript)],
                    env=env, capture_output=True, timeout=60)
     screen = typescript.read_text(errors="replace")
     assert "hosts done" in screen and "running" in screen  # the bar

@@ -3,6 +3,7 @@ supervisor: no terminal) stops the run at once, remote commands and partial tran
 included; Ctrl-C typed at a terminal stays staged. Every mode: one process, worker
 processes (--processes 2), a Dask cluster (--scheduler local:2)."""
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -216,7 +217,7 @@ def test_who_can_press_ctrl_c(tmp_path, setup, expected):
     probe = tmp_path / "probe.py"
     probe.write_text("from pssh.cli.signals import someone_can_press_ctrl_c\n"
                      "print('answer', someone_can_press_ctrl_c())\n")
-    line = setup.format(python=subprocess.list2cmdline([sys.executable, str(probe)]))
+    line = setup.format(python=shlex.join([sys.executable, str(probe)]))
     text, _ = on_terminal(["sh", "-c", line], dict(ENV, TERM="xterm"), lambda screen: None,
                           timeout=10)
     assert f"answer {expected}" in text, text
