@@ -8,6 +8,7 @@ import contextlib
 import os
 import platform
 import signal
+import socket
 
 #: System call numbers (as /proc/PID/task/TID/syscall shows them) of the calls the tests
 #: look for: a write blocked on a full pipe, a wait on sockets.
@@ -56,6 +57,51 @@ def in_session(sid: int):
         if fields[0] != "Z" and int(fields[3]) == sid:
             found.append(int(pid))
     return found
+
+
+def descendants(root: int) -> dict:
+    """Live processes below ``root``: ``{(pid, start time): command line}`` (the start
+    time tells a process from a later one given the same pid)."""
+    children: dict = {}
+    started: dict = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            started[int(entry)] = int(fields[19])
+    found, stack = {}, [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found[(child, started[child])] = cmdline(child).replace(b"\0", b" ").decode(
+                errors="replace").strip()
+            stack.append(child)
+    return found
+
+
+def tcp_owners(address: str, port: int) -> list:
+    """Processes holding a TCP socket whose local end is ``address:port`` (IPv4)."""
+    local = "%08X:%04X" % (int.from_bytes(socket.inet_aton(address), "little"), port)
+    with open("/proc/net/tcp") as fh:
+        inodes = {line.split()[9] for line in fh.readlines()[1:] if line.split()[1] == local}
+    owners = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                owners.append(int(pid))
+                break
+    return owners
 
 
 def signal_each(pids, signum: int) -> list:

@@ -1,5 +1,6 @@
 """Deadlines that hold against servers that answer a byte at a time (real sshd behind a proxy)."""
 import time
+from contextlib import closing
 
 import pytest
 
@@ -32,10 +33,11 @@ def test_trickling_servers_fail_within_the_connect_timeout(group, tmp_path):
         started = time.monotonic()
         output = client.run_command("echo fine", stop_on_errors=False)
         elapsed = time.monotonic() - started
-    assert [list(o.stdout) for o in output[:2]] == [["fine"], ["fine"]]
-    for failed in output[2:]:
-        assert isinstance(failed.exception, exc.Timeout), failed.exception
-        assert failed.host in str(failed.exception)
+    with closing(client):   # its sessions on the two direct hosts end with the test
+        assert [list(o.stdout) for o in output[:2]] == [["fine"], ["fine"]]
+        for failed in output[2:]:
+            assert isinstance(failed.exception, exc.Timeout), failed.exception
+            assert failed.host in str(failed.exception)
     assert elapsed < 10, "a trickling server stretched the deadline"
 
 
