@@ -38,7 +38,7 @@ LEFT_BEHIND_GRACE = 15.0
 #: the processes). Not all of them yet: many tests leave their clients to the collector,
 #: and a leak costs its test the whole grace above.
 LEFT_BEHIND_CHECKED = {
-    "test_aio", "test_channel", "test_lifetimes", "test_pssh_deadlines",
+    "test_aio", "test_channel", "test_lifetimes", "test_pssh_compat", "test_pssh_deadlines",
     "test_pssh_keepalive", "test_pssh_parallel", "test_pssh_transfer",
 }
 

@@ -26,6 +26,20 @@ def group():
 
 
 @pytest.fixture
+def parallel(kw):
+    """``parallel(hosts, **more)``: a ParallelSSHClient with ``kw``, closed after the test
+    whatever it did (else its sshd sessions wait for the collector)."""
+    made = []
+
+    def make(hosts, **more):
+        made.append(ParallelSSHClient(hosts, **dict(kw, **more)))
+        return made[-1]
+    yield make
+    for client in made:
+        client.close()
+
+
+@pytest.fixture
 def kw(group, tmp_path):
     """Settings every client here shares (fast retries, a private known_hosts)."""
     return dict(port=group.port, pkey=group.keys.private(), allow_agent=False,
@@ -99,8 +113,8 @@ def test_encoding_encodes_the_command_and_fully_qualified_command(group, kw):
         client.run_command("echo %s %s", host_args=(("x",),) * 3)
 
 
-def test_join_without_output_joins_the_last_run(group, kw):
-    client = ParallelSSHClient(group.hosts, **kw)
+def test_join_without_output_joins_the_last_run(group, parallel):
+    client = parallel(group.hosts)
     assert client.cmds is None and client.get_last_output() is None
     client.join()  # nothing ran yet: nothing to do
     assert client.finished()
@@ -112,8 +126,8 @@ def test_join_without_output_joins_the_last_run(group, kw):
     assert [g.get().host for g in client.cmds] == group.hosts
 
 
-def test_join_timeout_carries_finished_and_unfinished_output(group, kw):
-    client = ParallelSSHClient(group.hosts[:2], **kw)
+def test_join_timeout_carries_finished_and_unfinished_output(group, parallel):
+    client = parallel(group.hosts[:2])
     output = client.run_command("sleep %s; echo done", host_args=("0", "1.5"))
     with pytest.raises(exc.Timeout) as info:
         client.join(output, timeout=0.7)
@@ -172,8 +186,8 @@ def test_outputs_keep_the_connection_after_the_client_is_gone(group, kw):
     assert list(output.stdout) == ["late"] and output.exit_code == 0
 
 
-def test_close_channel_keeps_what_was_read(group, kw):
-    client = ParallelSSHClient(group.hosts[:1], **kw)
+def test_close_channel_keeps_what_was_read(group, parallel):
+    client = parallel(group.hosts[:1])
     output = client.run_command("while true; do echo a line; sleep 0.05; done", use_pty=True,
                                 read_timeout=0.3)
     with pytest.raises(exc.Timeout):
@@ -183,8 +197,8 @@ def test_close_channel_keeps_what_was_read(group, kw):
     assert client.finished(output)
 
 
-def test_hosts_can_be_replaced_and_given_as_iterators(group, kw):
-    client = ParallelSSHClient(iter(group.hosts[:2]), **kw)
+def test_hosts_can_be_replaced_and_given_as_iterators(group, parallel):
+    client = parallel(iter(group.hosts[:2]))
     assert client.hosts == group.hosts[:2]
     gevent.joinall(client.connect_auth(), raise_error=True)
     kept = client._host_clients[(0, group.hosts[0])]
@@ -199,10 +213,10 @@ def test_hosts_can_be_replaced_and_given_as_iterators(group, kw):
         client.hosts = "a host"
 
 
-def test_host_config_overrides_and_aliases(group, kw):
+def test_host_config_overrides_and_aliases(group, parallel):
     configs = [HostConfig(alias="first", keepalive_seconds=0),
                HostConfig(alias="second", private_key="/no/such/key")]
-    client = ParallelSSHClient(group.hosts[:2], host_config=configs, **kw)
+    client = parallel(group.hosts[:2], host_config=configs)
     output = client.run_command("echo hi", stop_on_errors=False)
     assert [o.alias for o in output] == ["first", "second"]
     assert list(output[0].stdout) == ["hi"] and output[0].client.keepalive_seconds == 0
@@ -210,9 +224,9 @@ def test_host_config_overrides_and_aliases(group, kw):
     assert output[1].client is None and list(output[1].stdout) == []
 
 
-def test_host_logger_sees_consumed_output(group, kw, caplog):
+def test_host_logger_sees_consumed_output(group, parallel, caplog):
     enable_host_logger()
-    client = ParallelSSHClient(group.hosts[:1], **kw)
+    client = parallel(group.hosts[:1])
     with caplog.at_level(logging.INFO, logger=host_logger.name):
         client.run_command("echo logged; echo also >&2")
         client.join(consume_output=True)
@@ -222,8 +236,8 @@ def test_host_logger_sees_consumed_output(group, kw, caplog):
     host_logger.setLevel(logging.NOTSET)
 
 
-def test_shells_and_their_stdin(group, kw):
-    client = ParallelSSHClient(group.hosts[:2], **kw)
+def test_shells_and_their_stdin(group, parallel):
+    client = parallel(group.hosts[:2])
     shells = client.open_shell()
     client.run_shell_commands(shells, ["echo one", "echo two"])
     assert all(shell.stdin is not None for shell in shells)
@@ -241,10 +255,10 @@ def test_ssh_namespace_serves_the_native_clients(group, kw):
 
 # -- jump hosts and forwarding ----------------------------------------------------------
 
-def test_targets_behind_one_jump_host_get_their_own_channels(group, kw):
+def test_targets_behind_one_jump_host_get_their_own_channels(group, parallel):
     # Opens on the shared jump session are serialised: interleaved, libssh2 handed
     # one target's channel to another (each host answered under another's name).
-    client = ParallelSSHClient(group.hosts[1:] * 4, proxy_host=group.hosts[0], **kw)
+    client = parallel(group.hosts[1:] * 4, proxy_host=group.hosts[0])
     output = client.run_command("echo $SSH_CONNECTION")
     for host_out in output:
         assert list(host_out.stdout)[0].split()[2] == host_out.host
