@@ -94,8 +94,8 @@ def test_one_signal_without_a_terminal_stops_the_run(group, tmp_path, mode, sign
     pssh = Pssh(["run", "-H", " ".join(group.hosts), *conn(group, tmp_path), *mode, "--",
                  f"echo started; {marker}; echo never"], tmp_path)
     try:
-        pssh.started(lambda: len([p for p in processes_with(marker) if p != pssh.pid])
-                     >= len(group.hosts), "the commands running on every host")
+        pssh.started(lambda: len(sleeping(marker)) >= len(group.hosts),
+                     "the commands running on every host")
         pssh.signal(signum, whole_group)
         assert pssh.wait() == EXIT[signum], pssh.stderr()
     finally:
@@ -172,8 +172,7 @@ def test_ctrl_c_on_a_terminal_stays_staged(group, tmp_path, mode):
     still_running = []
 
     def first(screen):
-        running = [p for p in processes_with(marker) if b"pssh" not in _cmdline(p)]
-        return b"\x03" if len(running) >= len(group.hosts) else None
+        return b"\x03" if len(sleeping(marker)) >= len(group.hosts) else None
 
     def second(screen):
         if b"still running on" not in screen:
@@ -190,6 +189,15 @@ def test_ctrl_c_on_a_terminal_stays_staged(group, tmp_path, mode):
     assert f"stopping the command on {len(group.hosts)} host(s) still running" in text
     assert "Ctrl-C again to exit at once" in text
     assert gone(lambda: processes_with(marker)) == []
+
+
+def sleeping(marker: str) -> list:
+    """The remote ``sleep`` of ``marker`` (``"sleep 300.N"``) itself, on each host: the
+    command has started for sure. (The command line of pssh, and of the shell that
+    exports pssh's stop marker before it execs the one that runs the command, hold the
+    same words: a stop sent while only those exist finds nothing marked yet.)"""
+    argv = marker.replace(" ", "\0").encode() + b"\0"
+    return [p for p in processes_with(marker) if _cmdline(p) == argv]
 
 
 def described(pids: list) -> list:
