@@ -38,10 +38,17 @@ def cmdline(pid: int) -> bytes:
 
 
 def processes_with(word: str):
-    """Live processes whose command line, its arguments joined by spaces, holds ``word``
-    (as ``pgrep -f``: ``"sleep 30"`` finds the shell running it and the sleep itself)."""
+    """Live processes with an argument holding ``word`` (``"sleep 30"`` finds the shell
+    running ``sh -c "...; sleep 30"``, not the ``sleep`` it started: see :func:`pgrep`)."""
     return [int(pid) for pid in filter(str.isdigit, os.listdir("/proc"))
-            if word.encode() in cmdline(int(pid)).replace(b"\0", b" ") and alive(int(pid))]
+            if word.encode() in cmdline(int(pid)) and alive(int(pid))]
+
+
+def pgrep(words: str):
+    """Live processes whose arguments, joined by spaces, hold ``words`` (as ``pgrep -f``:
+    ``"sleep 30"`` finds the shell running it and the ``sleep`` itself)."""
+    return [int(pid) for pid in filter(str.isdigit, os.listdir("/proc"))
+            if words.encode() in cmdline(int(pid)).replace(b"\0", b" ") and alive(int(pid))]
 
 
 def in_session(sid: int):

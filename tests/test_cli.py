@@ -10,7 +10,7 @@ import pytest
 import pssh as pssh_package
 from loopback import address, addresses
 from pssh.sshd import ServerGroup
-from processes import processes_with
+from processes import pgrep
 from waiting import eventually, gone
 
 REFUSED = address()  # nobody listens there
@@ -299,4 +299,4 @@ def test_ctrl_c_stops_the_remote_commands(group, tmp_path, sharding):
     assert f"stopping the command on {len(group.hosts)} host(s) still running" in text, text
     assert all(host in text for host in group.hosts) and "never" not in text
     # The remote processes are gone (the servers run on this machine).
-    assert gone(lambda: processes_with(sleeper)) == []
+    assert gone(lambda: pgrep(sleeper)) == []

@@ -15,7 +15,7 @@ import pytest
 from extras import needs
 from loopback import addresses
 from pssh.sshd import ServerGroup
-from processes import in_session, processes_with
+from processes import in_session, pgrep
 from test_cli import ENV, on_terminal
 from trickle import TrickleProxy
 from waiting import eventually, gone
@@ -100,7 +100,7 @@ def test_one_signal_without_a_terminal_stops_the_run(group, tmp_path, mode, sign
         assert pssh.wait() == EXIT[signum], pssh.stderr()
     finally:
         pssh.kill()
-    assert described(gone(lambda: processes_with(marker))) == []  # the remote commands stopped
+    assert described(gone(lambda: pgrep(marker))) == []  # the remote commands stopped
     assert described(gone(lambda: in_session(pssh.pid))) == []  # no worker left behind
     stderr = pssh.stderr()
     cause = "interrupted" if signum == signal.SIGINT else "terminated"
@@ -180,7 +180,7 @@ def test_ctrl_c_on_a_terminal_stays_staged(group, tmp_path, mode):
         # The first Ctrl-C must stop nothing: a moment for a wrongful stop to show (what
         # is checked is an absence: no event says it will not happen).
         time.sleep(1)
-        still_running.extend(p for p in processes_with(marker) if b"pssh" not in _cmdline(p))
+        still_running.extend(p for p in pgrep(marker) if b"pssh" not in _cmdline(p))
         return b"\x03"
     text, typed = on_terminal(command, dict(ENV, TERM="xterm"), [first, second], timeout=120)
     assert typed, text
@@ -188,7 +188,7 @@ def test_ctrl_c_on_a_terminal_stays_staged(group, tmp_path, mode):
     assert f"still running on {len(group.hosts)} host(s)" in text
     assert f"stopping the command on {len(group.hosts)} host(s) still running" in text
     assert "Ctrl-C again to exit at once" in text
-    assert gone(lambda: processes_with(marker)) == []
+    assert gone(lambda: pgrep(marker)) == []
 
 
 def sleeping(marker: str) -> list:
@@ -197,7 +197,7 @@ def sleeping(marker: str) -> list:
     exports pssh's stop marker before it execs the one that runs the command, hold the
     same words: a stop sent while only those exist finds nothing marked yet.)"""
     argv = marker.replace(" ", "\0").encode() + b"\0"
-    return [p for p in processes_with(marker) if _cmdline(p) == argv]
+    return [p for p in pgrep(marker) if _cmdline(p) == argv]
 
 
 def described(pids: list) -> list:

@@ -8,7 +8,7 @@ import pytest
 from pssh.clients import ParallelSSHClient
 from loopback import addresses
 from pssh.sshd import ServerGroup
-from processes import processes_with
+from processes import pgrep
 from waiting import eventually, gone
 
 
@@ -28,7 +28,7 @@ def client(group, tmp_path):
 def left(pattern):
     """Processes still running whose command line has ``pattern``, once they had the
     time to end (they end some moments after being told to)."""
-    return gone(lambda: processes_with(pattern), what=f"every {pattern!r} ended")
+    return gone(lambda: pgrep(pattern), what=f"every {pattern!r} ended")
 
 
 def test_cancellable_commands_stop_without_a_pty(client, group):
@@ -48,7 +48,7 @@ def test_pty_commands_stop_when_their_channel_closes(client):
     sleeper = f"sleep 332.{os.getpid()}"
     output = client.run_command(sleeper, use_pty=True)
     # Started for sure (a cancel before the start would stop nothing, and prove nothing).
-    eventually(lambda: len(processes_with(sleeper)) >= 2, what="the command on both hosts",
+    eventually(lambda: len(pgrep(sleeper)) >= 2, what="the command on both hosts",
                pause=gevent.sleep)
     assert len(client.cancel(output)) == 2
     assert left(sleeper) == []
