@@ -28,7 +28,9 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 .venv/bin/pip install -q --upgrade pip
-echo "[setup] building and installing (pip install .[test,bench,docs])"
-.venv/bin/pip install -q ".[test,bench,docs]"
+# Every extra the tests use, named (tests/extras.py says which module comes from which):
+# a test needing a missing one fails, it is never skipped.
+echo "[setup] building and installing (pip install .[test,aio,dask,bench,docs])"
+.venv/bin/pip install -q ".[test,aio,dask,bench,docs]"
 # From / so that the installed package, not the source tree, is imported.
 (cd / && "$OLDPWD/.venv/bin/python" -c "import ssh2.utils; print('[setup] ssh2 with libssh2', ssh2.utils.version())")

@@ -336,16 +336,28 @@ class OpenSSHServer:
 
 
 class ServerGroup:
-    """N servers on 127.0.0.1 .. 127.0.0.N sharing client keys and host keys."""
+    """N servers on 127.0.0.1 .. 127.0.0.N (or on ``addresses``) sharing client keys and
+    host keys.
 
-    def __init__(self, count: int = 1, *, first_address: int = 1, password: Optional[str] = None,
-                 config: Sequence[str] = (), workdir: Optional[os.PathLike] = None,
-                 port: Optional[int] = None) -> None:
-        if not 1 <= count <= 250 or first_address + count > 255:
-            raise ValueError("count must be between 1 and 250 (addresses up to 127.0.0.254)")
+    ``first_address``: the last number of the first address (127.0.0.``first_address``).
+    ``addresses``: the servers' addresses instead, one server each (a test suite handing
+    out addresses from all of 127.0.0.0/8, say); ``count`` is then their number.
+    """
+
+    def __init__(self, count: Optional[int] = None, *, first_address: int = 1,
+                 password: Optional[str] = None, config: Sequence[str] = (),
+                 workdir: Optional[os.PathLike] = None, port: Optional[int] = None,
+                 addresses: Optional[Sequence[str]] = None) -> None:
+        if addresses is None:
+            count = 1 if count is None else count
+            if not 1 <= count <= 250 or first_address + count > 255:
+                raise ValueError("count must be between 1 and 250 (addresses up to 127.0.0.254)")
+            addresses = [f"127.0.0.{first_address + i}" for i in range(count)]
+        elif not addresses or count not in (None, len(addresses)):
+            raise ValueError("addresses: one or more, as many as count")
+        addresses = list(addresses)
         # One port for every address, so that clients can take (hosts, port).
-        self.port = port or common_free_port([f"127.0.0.{first_address + i}"
-                                               for i in range(count)])
+        self.port = port or common_free_port(addresses)
         self._own_dir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix="pssh-sshd-group-"))
         self.keys = ClientKeys.generate(self.workdir / "client")
@@ -353,10 +365,9 @@ class ServerGroup:
         self._host_keys_dir.mkdir(exist_ok=True)
         host_keys = {t: _keygen(self._host_keys_dir / f"ssh_host_{t}_key", t) for t in KEY_TYPES}
         self.servers = [
-            OpenSSHServer(f"127.0.0.{first_address + i}", self.port,
-                          workdir=self.workdir / f"host{i}",
+            OpenSSHServer(address, self.port, workdir=self.workdir / f"host{i}",
                           keys=self.keys, host_keys=host_keys, password=password, config=config)
-            for i in range(count)]
+            for i, address in enumerate(addresses)]
 
     @property
     def hosts(self) -> list:

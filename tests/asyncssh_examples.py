@@ -23,6 +23,7 @@ that listen, what a connection through them got.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import os
 import pwd
@@ -33,8 +34,9 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+
+from waiting import NeverHappened, eventually
 
 HTTP_RESPONSE = b"HTTP/1.0 200 OK\r\nServer: pssh-examples-test\r\nContent-Length: 0\r\n\r\n"
 TAIL_SHIM = """#!/bin/sh
@@ -61,6 +63,8 @@ LISTENING = {
     "remote_forwarding_client2": (8080, b"HEAD / HTTP/1.0\r\n\r\n"),
 }
 CLIENT_EXAMPLES = RUN_TO_END | set(LISTENING)
+#: How long a listening example may refuse connections before that is taken as its answer.
+REFUSED_FOR = 10.0
 IMPORT_LINE = re.compile(r"^import (.*\basyncssh\b.*)$", re.MULTILINE)
 
 
@@ -84,7 +88,7 @@ def isolate() -> str:
     """Loopback up; a private /tmp, /etc/hosts and /etc/passwd (whose home for this user
     is a fresh folder); returns that home."""
     sh("ip", "link", "set", "lo", "up")
-    sh("mount", "-t", "tmpfs", "tmpfs", "/tmp")
+    private_tmp()
     home = "/tmp/home"
     os.makedirs(home, mode=0o700)
     with open("/tmp/hosts", "w") as fh:
@@ -100,6 +104,46 @@ def isolate() -> str:
     for name in ("hosts", "passwd"):
         sh("mount", "--bind", f"/tmp/{name}", f"/etc/{name}")
     return home
+
+
+def private_tmp() -> None:
+    """A fresh tmpfs on /tmp, through which what this program runs from stays visible.
+
+    A checkout (its virtualenv, its tests) may itself live under /tmp: a bare tmpfs
+    would hide it, and Python would no longer find pssh. The folders of /tmp holding
+    what is needed are bound back, from the /tmp this process saw before (still open
+    here: /proc/self/fd leads into it after it is covered).
+    """
+    needed = {os.path.realpath(p) for p in
+              (sys.prefix, sys.executable, os.path.dirname(os.path.abspath(__file__)),
+               *sys.argv[1:], *(entry for entry in sys.path if entry))}
+    for name in ("pssh", "ssh2"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            needed.add(os.path.realpath(os.path.dirname(spec.origin)))
+    # The folders right under /tmp holding any of them.
+    tops = sorted({os.path.relpath(path, "/tmp").split(os.sep)[0] for path in needed
+                   if path.startswith("/tmp/")})
+    before = os.open("/tmp", os.O_PATH | os.O_DIRECTORY)
+    try:
+        sh("mount", "-t", "tmpfs", "tmpfs", "/tmp")
+        for top in tops:
+            target = os.path.join("/tmp", top)
+            os.makedirs(target)
+            # The syscall itself: mount(8) would resolve the source to the new /tmp.
+            _mount(f"/proc/self/fd/{before}/{top}", target)
+    finally:
+        os.close(before)
+
+
+def _mount(source: str, target: str) -> None:
+    """``mount --bind --rec source target``, the path taken as given."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    ms_bind, ms_rec = 4096, 16384
+    if libc.mount(source.encode(), target.encode(), None, ms_bind | ms_rec, None) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"cannot bind {source} on {target}: {os.strerror(errno)}")
 
 
 def write_ssh_setup(home: Path, server, group) -> None:
@@ -185,29 +229,55 @@ def poke(proc: subprocess.Popen, port, payload: bytes):
         if not match:
             return f"no port announced: {first!r}", first
         port = int(match.group(1))
-    deadline = time.monotonic() + 30
-    while not listening(port):
-        if time.monotonic() > deadline or proc.poll() is not None:
-            return f"nothing listens on port {port}", first
-        time.sleep(0.05)
+    try:
+        eventually(lambda: listening(port) or proc.poll() is not None, 30,
+                   f"the example listening on port {port}")
+    except NeverHappened:
+        pass
+    if not listening(port):
+        return f"nothing listens on port {port}", first
     # asyncssh registers a remote listener only after the server's reply has been handled,
-    # and refuses a connection arriving before: the control needs a moment here.
-    time.sleep(0.5)
+    # and refuses a connection arriving before (the connection then gets nothing): while
+    # that is all a connection gets, try again for a while. An example that refuses every
+    # connection gets nothing in the end.
+    answers = []
+
+    def answered() -> bytes:
+        answers.append(exchange(port, payload))
+        return answers[-1][0]
+    try:
+        eventually(answered, REFUSED_FOR, f"an answer through port {port}", interval=0.2)
+    except NeverHappened:
+        pass
+    # What the example prints of a connection it prints when the connection comes, before
+    # any data goes back: it is in its output already (unbuffered).
+    received, error = answers[-1]
+    if error and error.startswith("cannot connect"):
+        return error, first
+    # Nothing through is nothing through, whether sshd closed the refused connection with
+    # a FIN or, the request still unread, a reset.
+    if error and received:
+        return f"{received!r} then {error}", first
+    return received.decode(errors="replace"), first
+
+
+def exchange(port: int, payload: bytes):
+    """Send ``payload`` to ``port`` and read until the other side closes: ``(what came
+    back, the error that ended it or None)``."""
     try:
         sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     except OSError as err:
-        return f"cannot connect: {err}", first
+        return b"", f"cannot connect: {err}"
+    received = b""
     with sock:
-        sock.sendall(payload)
-        sock.shutdown(socket.SHUT_WR)
-        received = b""
         try:
+            sock.sendall(payload)
+            sock.shutdown(socket.SHUT_WR)
             while data := sock.recv(65536):
                 received += data
         except OSError as err:
-            return f"{received!r} then {err}", first
-    time.sleep(0.3)   # the example prints what it saw
-    return received.decode(errors="replace"), first
+            return received, str(err)
+    return received, None
 
 
 def listening(port: int) -> bool:

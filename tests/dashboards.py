@@ -3,6 +3,7 @@ and their JSON against the Grafana schema (grafana-foundation-sdk)."""
 import json
 import re
 from pathlib import Path
+from extras import require
 
 
 def queries(path: Path):
@@ -31,6 +32,7 @@ def assert_every_query_returns_data(path: Path, influx, database: str, substitut
 def assert_decodes_with_the_grafana_schema(path: Path, variables: set):
     """The dashboard decodes into the schema's typed models, panel by panel, and every
     target and transformation survives a round trip; ``variables`` are among its own."""
+    require("grafana_foundation_sdk")
     from grafana_foundation_sdk.cog import plugins, runtime
     from grafana_foundation_sdk.cog.encoder import JSONEncoder
     from grafana_foundation_sdk.models.dashboard import Dashboard, DataSourceRef, RowPanel

@@ -16,7 +16,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Awaitable, Callable, Dict, List, Optional
 
-import asyncssh
+from extras import imported
+
+asyncssh = imported("asyncssh")
 
 
 @dataclass

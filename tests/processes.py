@@ -1,8 +1,22 @@
 """Looking at this machine's processes: the test servers run here, so a remote command
-is a local process the tests can see."""
+is a local process the tests can see.
+
+Any process listed here may end before it is looked at again or signalled (a session
+closing, a command finishing): each function takes that as "gone", never as an error.
+"""
 import contextlib
 import os
+import platform
 import signal
+import socket
+
+#: System call numbers (as /proc/PID/task/TID/syscall shows them) of the calls the tests
+#: look for: a write blocked on a full pipe, a wait on sockets.
+SYSCALLS = {
+    "x86_64": {"0": "read", "1": "write", "7": "poll", "23": "select", "270": "pselect6",
+               "271": "ppoll"},
+    "aarch64": {"63": "read", "64": "write", "72": "pselect6", "73": "ppoll"},
+}[platform.machine()]
 
 
 def alive(pid: int) -> bool:
@@ -14,17 +28,27 @@ def alive(pid: int) -> bool:
         return False
 
 
+def cmdline(pid: int) -> bytes:
+    """The command line of ``pid`` (arguments NUL-separated), ``b""`` once it is gone."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read()
+    except OSError:
+        return b""
+
+
 def processes_with(word: str):
-    """Live processes whose command line holds ``word``."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                if word.encode() in fh.read() and alive(int(pid)):
-                    found.append(int(pid))
-        except OSError:
-            pass
-    return found
+    """Live processes with an argument holding ``word`` (``"sleep 30"`` finds the shell
+    running ``sh -c "...; sleep 30"``, not the ``sleep`` it started: see :func:`pgrep`)."""
+    return [int(pid) for pid in filter(str.isdigit, os.listdir("/proc"))
+            if word.encode() in cmdline(int(pid)) and alive(int(pid))]
+
+
+def pgrep(words: str):
+    """Live processes whose arguments, joined by spaces, hold ``words`` (as ``pgrep -f``:
+    ``"sleep 30"`` finds the shell running it and the ``sleep`` itself)."""
+    return [int(pid) for pid in filter(str.isdigit, os.listdir("/proc"))
+            if words.encode() in cmdline(int(pid)).replace(b"\0", b" ") and alive(int(pid))]
 
 
 def children_running(parent: int, word: str):
@@ -58,16 +82,86 @@ def in_session(sid: int):
     return found
 
 
+def descendants(root: int) -> dict:
+    """Live processes below ``root``: ``{(pid, start time): command line}`` (the start
+    time tells a process from a later one given the same pid)."""
+    children: dict = {}
+    started: dict = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if fields[0] != "Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+            started[int(entry)] = int(fields[19])
+    found, stack = {}, [root]
+    while stack:
+        for child in children.get(stack.pop(), []):
+            found[(child, started[child])] = cmdline(child).replace(b"\0", b" ").decode(
+                errors="replace").strip()
+            stack.append(child)
+    return found
+
+
+def tcp_owners(address: str, port: int) -> list:
+    """Processes holding a TCP socket whose local end is ``address:port`` (IPv4)."""
+    local = "%08X:%04X" % (int.from_bytes(socket.inet_aton(address), "little"), port)
+    with open("/proc/net/tcp") as fh:
+        inodes = {line.split()[9] for line in fh.readlines()[1:] if line.split()[1] == local}
+    owners = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                owners.append(int(pid))
+                break
+    return owners
+
+
+def signal_each(pids, signum: int) -> list:
+    """Send ``signum`` to each of ``pids``; returns those that were still there (one that
+    ended since it was listed is skipped)."""
+    reached = []
+    for pid in pids:
+        try:
+            os.kill(pid, signum)
+            reached.append(pid)
+        except ProcessLookupError:
+            pass
+    return reached
+
+
+def in_syscall(tid: int):
+    """``(name, first argument)`` of the system call thread ``tid`` of this process is
+    blocked in (name None for a call not in :data:`SYSCALLS`), or None when it runs."""
+    try:
+        with open(f"/proc/self/task/{tid}/syscall") as fh:
+            fields = fh.read().split()
+    except OSError:  # the thread ended
+        return None
+    if not fields or not fields[0].isdigit():  # "running"
+        return None
+    return SYSCALLS.get(fields[0]), int(fields[1], 16)
+
+
 @contextlib.contextmanager
 def stopped(server):
     """SIGSTOP an sshd (a pssh.sshd server) and its sessions for the ``with`` block: TCP
-    still answers, SSH does not (a host that hangs)."""
+    still answers, SSH does not (a host that hangs). A session that ends between being
+    listed and being stopped is left out."""
     from pssh.sshd import _descendants
-    pids = [server.process.pid, *_descendants(server.process.pid)]
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
+    pids = signal_each([server.process.pid, *_descendants(server.process.pid)],
+                       signal.SIGSTOP)
     try:
         yield pids
     finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
+        signal_each(pids, signal.SIGCONT)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
+import shlex
 import socket
 import stat
 import threading
@@ -13,9 +13,12 @@ import pytest
 
 from pssh import aio
 from pssh import exceptions as exc
-from pssh.sshd import PASSPHRASE, ClientKeys
+from pssh.sshd import PASSPHRASE, ClientKeys, _descendants
 from conftest import trusting
-from processes import alive
+from extras import imported
+from loopback import address
+from processes import alive, cmdline, stopped, tcp_owners
+from waiting import eventually, eventually_async
 
 
 
@@ -262,7 +265,7 @@ def test_unresolvable_host_name_is_a_clear_error(login, run_loop):
 
 def test_an_asyncssh_program_ports_by_changing_its_import(server, tmp_path):
     # The control: the same program against asyncssh itself must see the same things.
-    import asyncssh
+    asyncssh = imported("asyncssh")
 
     from asyncssh_program import exercise
     bad = ClientKeys.generate(tmp_path / "bad").private()
@@ -338,19 +341,24 @@ def test_connection_through_a_jump_host(servers, login, run_loop):
             for _ in range(2):   # the first round lets the loop open what it keeps (uvloop)
                 async with aio.connect(second.address, tunnel=jump, **login) as conn:
                     result = await conn.run("echo $SSH_CONNECTION", check=True)
+                    client_ip, client_port, server_ip, _ = result.stdout.split()
+                    # Who holds the connection's client end: a session process of sshd 1.
+                    owners = tcp_owners(client_ip, int(client_port))
+                    jump_sessions = _descendants(first.process.pid)
                 before = before or open_fds()
             # The tunnel's channel closes with the connection; the jump host stays usable.
             after = await jump.run("echo still here")
-            return result.stdout.split(), after.stdout, before, open_fds()
-    (client_ip, _, server_ip, _), after, before, fds = run_loop(main())
-    assert server_ip == second.address and client_ip == first.address  # sshd 1 connected onward
+            return server_ip, owners, jump_sessions, after.stdout, before, open_fds()
+    server_ip, owners, jump_sessions, after, before, fds = run_loop(main())
+    assert server_ip == second.address
+    assert owners and set(owners) <= set(jump_sessions)  # sshd 1 connected onward
     assert after == "still here\n" and fds == before
 
 
 def test_a_silent_server_is_declared_lost_by_keepalives(run_loop, tmp_path):
-    from pssh.sshd import OpenSSHServer, _descendants
+    from pssh.sshd import OpenSSHServer
 
-    with OpenSSHServer("127.0.0.78") as silent:
+    with OpenSSHServer(address()) as silent:
         login = dict(port=silent.port, username=silent.user, client_keys=[silent.keys.private()],
                      known_hosts=trusting(tmp_path / "kh", silent), agent_path=None)
 
@@ -358,17 +366,14 @@ def test_a_silent_server_is_declared_lost_by_keepalives(run_loop, tmp_path):
             async with aio.connect(silent.address, keepalive_interval=1, keepalive_count_max=2,
                                    **login) as conn:
                 running = asyncio.ensure_future(conn.run("sleep 60"))
-                await asyncio.sleep(0.5)
-                pids = [silent.process.pid, *_descendants(silent.process.pid)]
-                for pid in pids:   # TCP still answers, SSH does not
-                    os.kill(pid, signal.SIGSTOP)
-                try:
+                # The command runs (its session and process made) before the server hangs.
+                await eventually_async(lambda: any(b"sleep" in cmdline(p) for p in
+                                                   _descendants(silent.process.pid)),
+                                       what="the remote sleep 60 started")
+                with stopped(silent):   # TCP still answers, SSH does not
                     # No read timeout is set: only the keepalives can end this wait.
                     with pytest.raises(exc.ConnectionError) as info:
                         await asyncio.wait_for(running, 60)
-                finally:
-                    for pid in pids:
-                        os.kill(pid, signal.SIGCONT)
                 return info.value, conn.session
         error, session = run_loop(main())
     assert "server not responding" in str(error) and silent.address in str(error)
@@ -496,8 +501,8 @@ def test_cancellable_commands_are_stopped_on_the_server(server, login, run_loop,
     async def main():
         async with aio.connect(server.address, **login) as conn:
             with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(conn.run(f"sleep 300 & echo $! > {pidfile}; wait",
-                                                cancellable=True), 1)
+                background = f"sleep 300 & echo $! > {shlex.quote(str(pidfile))}; wait"
+                await asyncio.wait_for(conn.run(background, cancellable=True), 1)
             proc = await conn.create_process("echo started; sleep 300", cancellable=True)
             assert await proc.stdout.readline() == "started\n"
             await proc.terminate()
@@ -506,8 +511,4 @@ def test_cancellable_commands_are_stopped_on_the_server(server, login, run_loop,
     assert done.exit_signal[0] == "TERM" and done.returncode == -15
     # The cancelled run's background child was signalled before the connection closed.
     pid = int(pidfile.read_text())
-    for _ in range(50):
-        if not alive(pid):
-            break
-        threading.Event().wait(0.1)
-    assert not alive(pid), f"sleep {pid} outlived its cancelled run"
+    eventually(lambda: not alive(pid), what=f"sleep {pid} ended with its cancelled run")

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from asyncssh_examples import CLIENT_EXAMPLES
+from extras import imported
 
 HERE = Path(__file__).parent
 #: asyncssh's examples that are servers, or clients acting as servers (reverse_client
@@ -45,7 +46,7 @@ def _cache_dir() -> Path:
 @lru_cache(maxsize=None)
 def examples_dir() -> Path:
     """asyncssh's ``examples/`` of the installed version, from its sdist (cached)."""
-    import asyncssh
+    asyncssh = imported("asyncssh")
     version = asyncssh.__version__
     target = _cache_dir() / f"asyncssh-{version}-examples"
     if (target / "examples").is_dir():

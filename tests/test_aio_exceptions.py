@@ -8,12 +8,14 @@ import builtins
 import os
 import socket
 
-import asyncssh
 import pytest
 
 from pssh import aio
 from pssh import exceptions as exc
+from extras import imported
 from pssh.sshd import ClientKeys
+
+asyncssh = imported("asyncssh")
 
 #: asyncssh's exception classes (all it exports, but the server-side signals and the
 #: password-change and key-export ones, which a pssh.aio client never meets).
@@ -119,7 +121,9 @@ async def _failures(ssh, server, tmp_path, bad_key, blackhole) -> dict:
             # asyncssh returns an empty result (exit status None) for the command whose
             # connection died; pssh.aio says so (tested below). Then both agree:
             assert _kind(ssh, err) == "ConnectionLost"
-        await asyncio.sleep(0.5)   # asyncssh learns of it in the background
+        # asyncssh learns of it in the background: once it has, either library must say
+        # the connection is lost (not a guessed moment later).
+        await asyncio.wait_for(conn.wait_closed(), 60)
         await conn.run("echo never")
 
     await attempt("check", with_conn(lambda c: c.run("exit 3", check=True)))

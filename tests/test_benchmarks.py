@@ -1,6 +1,7 @@
 """The ramp harness end to end: real sshd, real InfluxDB 1.x, real VictoriaMetrics
 (InfluxDB 2.x write API), real peer libraries; results read back from the servers."""
 import re
+import shlex
 import socket
 import subprocess
 import sys
@@ -14,7 +15,9 @@ import benchmarks
 from benchmarks.servers import InfluxDB1, VictoriaMetrics
 from benchmarks.sessions import OPERATIONS
 from benchmarks.sinks import read_raw
+from extras import imported, require
 from dashboards import assert_decodes_with_the_grafana_schema, assert_every_query_returns_data
+from waiting import eventually
 
 DASHBOARD = Path(benchmarks.__file__).parent / "grafana" / "dashboard.json"
 OPS_WITHOUT_EXECUTE = tuple(op for op in OPERATIONS if op != "execute")
@@ -25,7 +28,15 @@ def bench(*args, timeout=300):
                           text=True, timeout=timeout)
 
 
+#: What the benchmark harness imports for a library it measures (beyond pssh).
+LIBRARY_MODULES = {"paramiko": "paramiko", "asyncssh": "asyncssh", "hussh": "hussh"}
+
+
 def ramp(out, *args, libs=("ours-blocking", "paramiko"), steps=("1", "2")):
+    # What the run in a subprocess would miss, named now: its charts, its libraries, the
+    # InfluxDB 2 client (a token means the 2.x write API).
+    require("matplotlib", *(LIBRARY_MODULES[lib] for lib in libs if lib in LIBRARY_MODULES),
+            *(["influxdb_client"] if "--influx-token" in args else []))
     result = bench("run", "--libs", *libs, "--steps", *steps, "--seconds", "1",
                    "--out", str(out), *args)
     assert result.returncode == 0, result.stderr
@@ -44,13 +55,6 @@ def influx():
         yield server
 
 
-def wait_for(probe, want, timeout=15.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = probe()
-        if got == want or time.monotonic() > deadline:
-            return got
-        time.sleep(0.3)
 
 
 def test_ramp_records_every_operation_and_draws_the_table_and_charts(tmp_path):
@@ -72,7 +76,7 @@ def test_ramp_records_every_operation_and_draws_the_table_and_charts(tmp_path):
     for op in OPERATIONS:
         assert f"| {op} |" in table
     assert "ours-blocking vs paramiko" in table and "asyncssh vs paramiko" in table
-    from matplotlib.image import imread
+    imread = imported("matplotlib.image").imread
     charts = sorted(tmp_path.glob("*.png"))
     assert [c.name for c in charts] == ["ramp_all_operations.png", "ramp_by_operation.png",
                                         "ramp_small_operations.png"]
@@ -100,7 +104,9 @@ def test_influxdb1_http_api_and_graphite_input_hold_every_timing(influx, tmp_pat
                         for s in res.get("series", [])})
 
     for database in ("bench", influx.graphite_db):
-        assert wait_for(lambda: counts(database), want) == want, database  # noqa: B023 - called within this iteration
+        # A database shows writes some moments after taking them.
+        eventually(lambda: counts(database),  # noqa: B023 - called within this iteration
+                   what=f"the points in {database}", equal_to=want)
         tags = influx.query(f'SHOW TAG VALUES FROM "ssh_bench" WITH KEY IN ("concurrency", '
                             f'"host", "thread") WHERE "run_id" = \'{run_id}\'', database)
         values = {(k, v) for k, v in tags["series"][0]["values"]}
@@ -145,7 +151,7 @@ def test_influxdb2_write_api_into_victoria_metrics(tmp_path):
                 got[(labels["library"], labels["operation"])] += len(series["values"])
             return got
 
-        assert wait_for(counts, want) == want
+        eventually(counts, what="the points in VictoriaMetrics", equal_to=want)
         labels = vm.export('{__name__="ssh_bench_seconds"}')[0]["metric"]
         assert labels["run_id"] == records[0]["run_id"] and labels["concurrency"] == "2"
         assert labels["host"] == records[0]["host"] and labels["thread"] in ("0", "1")
@@ -204,8 +210,8 @@ def test_help_lists_the_options_and_examples():
 
 def test_progress_bar_on_a_terminal(tmp_path):
     # script(1) gives the harness a pseudo-terminal: the live bar instead of step lines.
-    command = (f"{sys.executable} -m benchmarks run --libs ours-blocking --steps 1 --seconds 1 "
-               f"--no-plots --out {tmp_path}")
+    command = shlex.join([sys.executable, "-m", "benchmarks", "run", "--libs", "ours-blocking",
+                          "--steps", "1", "--seconds", "1", "--no-plots", "--out", str(tmp_path)])
     result = subprocess.run(["script", "-qec", command, "/dev/null"], capture_output=True,
                             timeout=120)
     screen = result.stdout.decode(errors="replace")

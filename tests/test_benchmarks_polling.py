@@ -5,7 +5,9 @@ import json
 import subprocess
 import sys
 
-from matplotlib.image import imread
+from extras import imported
+
+imread = imported("matplotlib.image").imread
 
 
 def polling(*args, timeout=300):

@@ -1,6 +1,7 @@
 """Channel: commands, streams, pty, shell, forwarding and SCP against real sshd."""
 import hashlib
 import os
+import shlex
 import signal
 import socket
 import threading
@@ -9,6 +10,8 @@ import time
 import pytest
 
 from conftest import read_all, run
+from processes import in_syscall
+from waiting import eventually
 from ssh2 import exceptions as exc
 from ssh2.channel import Channel
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
@@ -116,7 +119,7 @@ def test_large_output_read_fully_and_byte_exact(session, tmp_path):
             fh.write(hashlib.sha256(bytes([i])).digest() + block[32:])
     expected = hashlib.sha256(path.read_bytes()).hexdigest()
     chan = session.open_session()
-    chan.execute(f"cat {path}")
+    chan.execute(f"cat {shlex.quote(str(path))}")
     digest = hashlib.sha256()
     total = 0
     while True:
@@ -353,9 +356,18 @@ def test_a_signal_handlers_exception_comes_out_of_the_blocking_call_it_interrupt
 
     chan = session.open_session()
     chan.execute("sleep 5")
-    session.set_timeout(1000)          # nothing arrives: libssh2's timeout ends the wait
+    session.set_timeout(30_000)        # only the signal (or the end of sleep) ends the wait
     previous = signal.signal(signal.SIGUSR1, handler)
-    timer = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGUSR1))
+    reader = threading.get_native_id()
+
+    def interrupt():
+        # Once the read waits on the socket (the kernel says so): a signal sent earlier
+        # would interrupt Python code, not the call.
+        eventually(lambda: (in_syscall(reader) or (None,))[0] in ("poll", "ppoll", "select",
+                                                                  "pselect6"),
+                   what="the read waiting on the socket")
+        os.kill(os.getpid(), signal.SIGUSR1)
+    timer = threading.Thread(target=interrupt)
     timer.start()
     try:
         with pytest.raises(Alarm):

@@ -1,6 +1,7 @@
 """The pssh command line, driven as a subprocess against real sshd hosts."""
 import json
 import os
+import shlex
 import subprocess
 import sys
 import uuid
@@ -8,9 +9,12 @@ import uuid
 import pytest
 
 import pssh as pssh_package
+from loopback import address, addresses
 from pssh.sshd import ServerGroup
+from processes import pgrep
+from waiting import eventually, gone
 
-REFUSED = "127.0.0.85"
+REFUSED = address()  # nobody listens there
 # The subprocess imports the same pssh as the tests, wherever they run from.
 ENV = dict(os.environ, COLUMNS="120", PYTHONPATH=os.pathsep.join(
     [os.path.dirname(os.path.dirname(os.path.abspath(pssh_package.__file__))),
@@ -19,7 +23,7 @@ ENV = dict(os.environ, COLUMNS="120", PYTHONPATH=os.pathsep.join(
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(3, first_address=81) as g:
+    with ServerGroup(addresses=addresses(3)) as g:
         yield g
 
 
@@ -106,9 +110,10 @@ def test_output_and_error_directories(group, tmp_path):
 
 def test_host_files_ranges_and_user_port_syntax(group, tmp_path):
     user = group.servers[0].user
-    first, last = group.hosts[0].rsplit(".", 1)[1], group.hosts[-1].rsplit(".", 1)[1]
+    network, first = group.hosts[0].rsplit(".", 1)
+    last = group.hosts[-1].rsplit(".", 1)[1]
     hosts_file = tmp_path / "hosts"
-    hosts_file.write_text(f"# fleet\n127.0.0.[{first}-{last}]  # a range\n\n"
+    hosts_file.write_text(f"# fleet\n{network}.[{first}-{last}]  # a range\n\n"
                           f"{user}@{group.hosts[0]}:{group.port}\n")
     result = pssh("run", "-h", str(hosts_file), *conn(group, tmp_path), "--json", "--",
                   'echo "$SSH_CONNECTION" | cut -d" " -f3')
@@ -196,7 +201,7 @@ def test_progress_bar_and_summary_on_a_terminal(group, tmp_path):
                *conn(group, tmp_path), "--", "sleep 0.5; echo hi"]
     typescript = tmp_path / "typescript"
     env = dict(ENV, LINES="40", TERM="xterm")
-    subprocess.run(["script", "-qec", subprocess.list2cmdline(command), str(typescript)],
+    subprocess.run(["script", "-qec", shlex.join(command), str(typescript)],
                    env=env, capture_output=True, timeout=60)
     screen = typescript.read_text(errors="replace")
     assert "hosts done" in screen and "running" in screen  # the bar
@@ -214,10 +219,7 @@ def test_forward_agent(group, tmp_path):
     agent = subprocess.Popen(["ssh-agent", "-D", "-a", path], stdout=subprocess.DEVNULL)
     try:
         env = dict(ENV, SSH_AUTH_SOCK=path)
-        for _ in range(500):
-            if os.path.exists(path):
-                break
-            subprocess.run(["sleep", "0.02"])
+        eventually(lambda: os.path.exists(path), what=f"ssh-agent's socket {path}")
         subprocess.run(["ssh-add", group.keys.private("rsa")], env=env, check=True,
                        capture_output=True)
         result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), "--forward-agent",
@@ -246,7 +248,7 @@ def on_terminal(command, env, answer, timeout=60):
     import time
 
     answers = list(answer) if isinstance(answer, (list, tuple)) else [answer]
-    proc = subprocess.Popen(["script", "-qec", subprocess.list2cmdline(command), "/dev/null"],
+    proc = subprocess.Popen(["script", "-qec", shlex.join(command), "/dev/null"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, env=env)
     screen = b""
@@ -269,7 +271,7 @@ def on_terminal(command, env, answer, timeout=60):
 
 def test_password_prompt_is_not_echoed(tmp_path):
     """-A asks on the terminal and logs in with the answer."""
-    with ServerGroup(1, first_address=86, password="s3cret pw") as group:
+    with ServerGroup(addresses=addresses(1), password="s3cret pw") as group:
         command = [sys.executable, "-m", "pssh", "run", "-H", group.hosts[0], "--port",
                    str(group.port), "-A", "--no-agent", "-F", "none", "--known-hosts",
                    str(tmp_path / "kh"), "--progress", "never", "--", "echo logged in"]
@@ -285,8 +287,6 @@ def test_password_prompt_is_not_echoed(tmp_path):
 def test_ctrl_c_stops_the_remote_commands(group, tmp_path, sharding):
     """The first Ctrl-C (typed on the terminal) names the hosts still running, the second
     stops their commands (sshd alone would leave them running); none is left behind."""
-    import time
-
     sleeper = f"sleep 321.{uuid.uuid4().int % 10**9}"  # this test's commands alone
     command = [sys.executable, "-m", "pssh", "run", *hosts_arg(group), *conn(group, tmp_path),
                *sharding, "--progress", "never", "--", f"echo started; {sleeper}; echo never"]
@@ -295,12 +295,9 @@ def test_ctrl_c_stops_the_remote_commands(group, tmp_path, sharding):
         lambda screen: b"\x03" if b"still running on" in screen else None])
     assert interrupted, text
     # The first Ctrl-C says who is still running; the second stops them.
-    assert f"still running on {len(group.hosts)} host(s): 127.0.0.[" in text, text
+    network = group.hosts[0].rsplit(".", 1)[0]
+    assert f"still running on {len(group.hosts)} host(s): {network}.[" in text, text
     assert f"stopping the command on {len(group.hosts)} host(s) still running" in text, text
     assert all(host in text for host in group.hosts) and "never" not in text
-    for _ in range(20):  # the remote processes are gone (the servers run on this machine)
-        left = subprocess.run(["pgrep", "-f", sleeper], capture_output=True, text=True).stdout
-        if not left:
-            break
-        time.sleep(0.1)
-    assert left == ""
+    # The remote processes are gone (the servers run on this machine).
+    assert gone(lambda: pgrep(sleeper)) == []

@@ -10,20 +10,22 @@ import uuid
 
 import pytest
 
+from extras import require
+from loopback import address, addresses
 from pssh.sshd import ServerGroup
 from processes import processes_with
 from test_cli import ENV
 
 MODES = {"one-process": [], "processes-2": ["--processes", "2"],
          "dask-local-2": ["--scheduler", "local:2"]}
-REFUSED = "127.0.0.189"  # nobody listens there
+REFUSED = address()  # nobody listens there
 # Each host's answer: the last number of its address; the first host is the odd one out.
 WHO = 'n=$(echo "$SSH_CONNECTION" | cut -d" " -f3 | cut -d. -f4)'
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(3, first_address=181) as g:
+    with ServerGroup(addresses=addresses(3)) as g:
         yield g
 
 
@@ -38,6 +40,7 @@ def command(group, slow=None):
 
 def run_in_every_mode(group, tmp_path, options, text):
     """(exit status, stdout, stderr, files written) of each mode, made comparable."""
+    require("dask", "distributed")  # the Dask mode's
     outcomes = {}
     for name, mode in MODES.items():
         work = tmp_path / name

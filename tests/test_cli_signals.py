@@ -3,6 +3,7 @@ supervisor: no terminal) stops the run at once, remote commands and partial tran
 included; Ctrl-C typed at a terminal stays staged. Every mode: one process, worker
 processes (--processes 2), a Dask cluster (--scheduler local:2)."""
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -11,13 +12,18 @@ import uuid
 
 import pytest
 
+from extras import needs
+from loopback import addresses
 from pssh.sshd import ServerGroup
-from processes import in_session, processes_with
+from processes import in_session, pgrep
 from test_cli import ENV, on_terminal
 from trickle import TrickleProxy
+from waiting import eventually, gone
 
-MODES = pytest.mark.parametrize("mode", [[], ["--processes", "2"], ["--scheduler", "local:2"]],
-                                ids=["one-process", "processes-2", "dask-local-2"])
+MODES = pytest.mark.parametrize("mode", [
+    pytest.param([], id="one-process"), pytest.param(["--processes", "2"], id="processes-2"),
+    pytest.param(["--scheduler", "local:2"], id="dask-local-2",
+                 marks=needs("dask", "distributed"))])
 SIGNALS = pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM],
                                   ids=["SIGINT", "SIGTERM"])
 EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
@@ -27,7 +33,7 @@ HANG = 60
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(3, first_address=161) as g:
+    with ServerGroup(addresses=addresses(3)) as g:
         yield g
 
 
@@ -47,6 +53,13 @@ class Pssh:
                                          stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                          start_new_session=True, env=ENV)
         self.pid = self.proc.pid
+
+    def started(self, condition, what: str) -> None:
+        """Wait until ``condition()`` holds while pssh runs; fail at once, with what it
+        said, if it ends first (a usage error, a missing module: nothing to signal)."""
+        eventually(lambda: self.proc.poll() is not None or condition(), HANG, what)
+        if self.proc.poll() is not None:
+            pytest.fail(f"pssh ended ({self.proc.returncode}) before {what}: {self.stderr()}")
 
     def signal(self, signum: int, whole_group: bool) -> None:
         if whole_group:  # as timeout(1), systemd or a CI runner do
@@ -72,23 +85,6 @@ class Pssh:
             self.proc.wait()
 
 
-def wait_for(condition, what: str, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            pytest.fail(f"never happened: {what}")
-        time.sleep(0.05)
-
-
-def gone(find, timeout: float = 5) -> list:
-    """What ``find()`` still lists after up to ``timeout`` seconds of waiting for it to
-    empty (processes end some moments after being told to)."""
-    deadline = time.monotonic() + timeout
-    while (left := find()) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return left
-
-
 @MODES
 @SIGNALS
 @pytest.mark.parametrize("whole_group", [False, True], ids=["to-pssh", "to-its-group"])
@@ -98,13 +94,13 @@ def test_one_signal_without_a_terminal_stops_the_run(group, tmp_path, mode, sign
     pssh = Pssh(["run", "-H", " ".join(group.hosts), *conn(group, tmp_path), *mode, "--",
                  f"echo started; {marker}; echo never"], tmp_path)
     try:
-        wait_for(lambda: len([p for p in processes_with(marker) if p != pssh.pid])
-                 >= len(group.hosts), "the commands running on every host")
+        pssh.started(lambda: len(sleeping(marker)) >= len(group.hosts),
+                     "the commands running on every host")
         pssh.signal(signum, whole_group)
         assert pssh.wait() == EXIT[signum], pssh.stderr()
     finally:
         pssh.kill()
-    assert gone(lambda: processes_with(marker)) == []  # the remote commands were stopped
+    assert described(gone(lambda: pgrep(marker))) == []  # the remote commands stopped
     assert described(gone(lambda: in_session(pssh.pid))) == []  # no worker left behind
     stderr = pssh.stderr()
     cause = "interrupted" if signum == signal.SIGINT else "terminated"
@@ -119,10 +115,9 @@ def slow_hosts(group):
     of 30 MB is still going when the signal comes, and what is in flight then (a few MB
     in socket buffers) drains in seconds, for the removal of the partial file to
     follow."""
-    with TrickleProxy((group.hosts[0], group.port), "127.0.0.171", "rate", 0.05,
-                      65536) as a, \
-            TrickleProxy((group.hosts[1], group.port), "127.0.0.172", "rate", 0.05,
-                         65536) as b:
+    first, second = addresses(2)
+    with TrickleProxy((group.hosts[0], group.port), first, "rate", 0.05, 65536) as a, \
+            TrickleProxy((group.hosts[1], group.port), second, "rate", 0.05, 65536) as b:
         yield [f"{proxy.address}:{proxy.port}" for proxy in (a, b)]
 
 
@@ -150,8 +145,8 @@ def test_one_signal_stops_transfers_and_removes_their_partial_files(
     pssh = Pssh([direction, "-H", " ".join(slow_hosts), *conn(group, tmp_path)[2:], *mode,
                  *args], tmp_path)
     try:
-        wait_for(lambda: any(p.stat().st_size > 0 for p in partial()),
-                 "a partial file with some bytes in it")
+        pssh.started(lambda: any(p.stat().st_size > 0 for p in partial()),
+                     "a partial file with some bytes in it")
         pssh.signal(signum, whole_group=False)
         assert pssh.wait() == EXIT[signum], pssh.stderr()
     finally:
@@ -177,14 +172,15 @@ def test_ctrl_c_on_a_terminal_stays_staged(group, tmp_path, mode):
     still_running = []
 
     def first(screen):
-        running = [p for p in processes_with(marker) if b"pssh" not in _cmdline(p)]
-        return b"\x03" if len(running) >= len(group.hosts) else None
+        return b"\x03" if len(sleeping(marker)) >= len(group.hosts) else None
 
     def second(screen):
         if b"still running on" not in screen:
             return None
-        time.sleep(1)  # the first Ctrl-C stopped nothing:
-        still_running.extend(p for p in processes_with(marker) if b"pssh" not in _cmdline(p))
+        # The first Ctrl-C must stop nothing: a moment for a wrongful stop to show (what
+        # is checked is an absence: no event says it will not happen).
+        time.sleep(1)
+        still_running.extend(p for p in pgrep(marker) if b"pssh" not in _cmdline(p))
         return b"\x03"
     text, typed = on_terminal(command, dict(ENV, TERM="xterm"), [first, second], timeout=120)
     assert typed, text
@@ -192,7 +188,16 @@ def test_ctrl_c_on_a_terminal_stays_staged(group, tmp_path, mode):
     assert f"still running on {len(group.hosts)} host(s)" in text
     assert f"stopping the command on {len(group.hosts)} host(s) still running" in text
     assert "Ctrl-C again to exit at once" in text
-    assert gone(lambda: processes_with(marker)) == []
+    assert gone(lambda: pgrep(marker)) == []
+
+
+def sleeping(marker: str) -> list:
+    """The remote ``sleep`` of ``marker`` (``"sleep 300.N"``) itself, on each host: the
+    command has started for sure. (The command line of pssh, and of the shell that
+    exports pssh's stop marker before it execs the one that runs the command, hold the
+    same words: a stop sent while only those exist finds nothing marked yet.)"""
+    argv = marker.replace(" ", "\0").encode() + b"\0"
+    return [p for p in pgrep(marker) if _cmdline(p) == argv]
 
 
 def described(pids: list) -> list:
@@ -220,7 +225,7 @@ def test_who_can_press_ctrl_c(tmp_path, setup, expected):
     probe = tmp_path / "probe.py"
     probe.write_text("from pssh.cli.signals import someone_can_press_ctrl_c\n"
                      "print('answer', someone_can_press_ctrl_c())\n")
-    line = setup.format(python=subprocess.list2cmdline([sys.executable, str(probe)]))
+    line = setup.format(python=shlex.join([sys.executable, str(probe)]))
     text, _ = on_terminal(["sh", "-c", line], dict(ENV, TERM="xterm"), lambda screen: None,
                           timeout=10)
     assert f"answer {expected}" in text, text

@@ -9,16 +9,17 @@ import sys
 import pytest
 
 from pssh.cli.hosts import UsageError, exclude, expand, fold, parse_hosts
+from loopback import address, addresses
 from pssh.sshd import ServerGroup
 from test_cli import ENV, on_terminal, pssh
 
-REFUSED = "127.0.0.109"
+REFUSED = address()  # nobody listens there
 ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(4, first_address=101) as g:
+    with ServerGroup(addresses=addresses(4)) as g:
         yield g
 
 
@@ -151,7 +152,8 @@ def test_exclude_on_the_command_line(group, tmp_path):
                   group.hosts[1], *conn(group, tmp_path), "--", "true")
     assert {json.loads(line)["host"] for line in result.stdout.splitlines()} == \
         set(group.hosts[2:])
-    result = pssh("run", "-H", group.hosts[0], "-x", "127.0.0.*", *conn(group, tmp_path),
+    network = group.hosts[0].rsplit(".", 1)[0]
+    result = pssh("run", "-H", group.hosts[0], "-x", f"{network}.*", *conn(group, tmp_path),
                   "--", "true")
     assert result.returncode == 2 and "no host is left" in result.stderr
 

@@ -5,6 +5,7 @@ import os
 
 import pytest
 
+from extras import imported
 from pssh.core import scp as core_scp, sftp as core_sftp
 from pssh.core.auth import Credentials
 from pssh.core.commands import open_channel, start, stop
@@ -24,8 +25,7 @@ def run(runner: str, procedure):
         return RUNNER.run(procedure)
     from pssh.runners.asyncio import RUNNER
     if runner == "uvloop":
-        import uvloop
-        return uvloop.run(RUNNER.run(procedure))
+        return imported("uvloop").run(RUNNER.run(procedure))
     return asyncio.run(RUNNER.run(procedure))
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from extras import require
+from loopback import addresses
 from pssh.sshd import ServerGroup
 from test_cli import ENV
 
@@ -32,7 +34,7 @@ PAGES = sorted(p for p in DOCS.rglob("*.md") if examples(p))
 def world(tmp_path_factory):
     """Hosts web1..3, db1 and bastion behind a ~/.ssh/config in a home of their own."""
     home = tmp_path_factory.mktemp("home")
-    with ServerGroup(len(NAMES), first_address=111) as group:
+    with ServerGroup(addresses=addresses(len(NAMES))) as group:
         ssh = home / ".ssh"
         ssh.mkdir()
         for suffix in ("", ".pub"):
@@ -66,6 +68,7 @@ def test_every_python_example_runs(page, world, tmp_path, monkeypatch):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The site, built as ci/docs.sh builds it: strict, warnings are errors."""
+    require("mkdocs")
     out = tmp_path_factory.mktemp("site")
     build = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(REPO / "mkdocs.yml"),
@@ -84,6 +87,7 @@ def test_the_site_builds_with_warnings_as_errors(site):
 
 @pytest.fixture(scope="module")
 def browser():
+    require("selenium")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     options = webdriver.ChromeOptions()

@@ -14,9 +14,10 @@ from pssh.sshd import ClientKeys
 from ssh2.session import PATCHED_LIBSSH2
 
 from hostile import HostileServer
+from loopback import address
 from test_cli import ENV
 
-ADDRESS = "127.0.1.51"
+ADDRESS = address()
 
 
 

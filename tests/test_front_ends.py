@@ -19,6 +19,8 @@ import pytest
 from pssh import exceptions as exc
 from pssh.core.settings import declarations
 from ssh2 import exceptions as ssh2_exc
+from extras import imported
+from loopback import address, addresses
 from pssh.sshd import OpenSSHServer, ServerGroup
 from conftest import trusting
 from processes import processes_with, stopped
@@ -86,14 +88,13 @@ def upload(front_end: str, host: str, local: str, remote: str, **settings) -> No
 
 def loop_run(front_end: str, coro):
     if front_end == "uvloop":
-        import uvloop
-        return uvloop.run(coro)
+        return imported("uvloop").run(coro)
     return asyncio.run(coro)
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(2, first_address=161) as g:
+    with ServerGroup(addresses=addresses(2)) as g:
         yield g
 
 
@@ -110,7 +111,7 @@ def test_a_user_certificate_logs_in(front_end, tmp_path):
     keygen("-t", "ed25519", "-N", "", "-f", str(tmp_path / "ca"))
     key = tmp_path / "user"
     keygen("-t", "ed25519", "-N", "", "-f", str(key))
-    with OpenSSHServer("127.0.0.164", config=[f"TrustedUserCAKeys {tmp_path / 'ca.pub'}"]) \
+    with OpenSSHServer(address(), config=[f"TrustedUserCAKeys {tmp_path / 'ca.pub'}"]) \
             as server:
         keygen("-s", str(tmp_path / "ca"), "-I", f"cert-{front_end}", "-n", server.user,
                "-V", "+1h", str(key) + ".pub")
@@ -124,7 +125,7 @@ def test_a_user_certificate_logs_in(front_end, tmp_path):
 
 @pytest.mark.parametrize("front_end", FRONT_ENDS)
 def test_proxy_jump_from_the_ssh_config(front_end, tmp_path):
-    with ServerGroup(2, first_address=165, config=["LogLevel DEBUG1"]) as hosts:
+    with ServerGroup(addresses=addresses(2), config=["LogLevel DEBUG1"]) as hosts:
         jump, target = hosts.servers
         config = tmp_path / "config"
         config.write_text(textwrap.dedent(f"""\
@@ -192,13 +193,17 @@ def test_an_upload_replaces_a_file_but_never_what_it_cannot_replace(front_end, g
     assert sorted(p.name for p in remote.iterdir()) == ["dir.txt", "file.txt"]
 
 
+#: Where HangUp listens (an address of its own: a port there is HangUp's).
+HANG_UP = address()
+
+
 class HangUp:
     """A TCP port that accepts connections and closes them at once (a server whose SSH
     daemon keeps failing): counts the connections."""
 
     def __init__(self) -> None:
         self.sock = socket.socket()
-        self.sock.bind(("127.0.0.168", 0))
+        self.sock.bind((HANG_UP, 0))
         self.sock.listen(16)
         self.port = self.sock.getsockname()[1]
         self.accepted = 0
@@ -225,10 +230,10 @@ def test_connecting_is_retried_num_retries_times(front_end, group, tmp_path):
         # parallel-ssh lets libssh2's error through (ssh2.exceptions), asyncssh raises
         # its own: both name the host.
         with pytest.raises((exc.PSSHError, OSError, ssh2_exc.SSH2Error)) as info:
-            run_command(front_end, "127.0.0.168", "true",
+            run_command(front_end, HANG_UP, "true",
                         **dict(login(group, tmp_path), port=hang_up.port, num_retries=3,
                                retry_delay=0.1))
-        assert "127.0.0.168" in str(info.value)
+        assert HANG_UP in str(info.value)
     finally:
         hang_up.close()
     assert hang_up.accepted == 3

@@ -14,6 +14,7 @@ from pssh import aio
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
 from pssh.config import HostConfig
+from loopback import addresses
 from pssh.sshd import PASSPHRASE, ServerGroup
 
 from conftest import trusting
@@ -21,7 +22,7 @@ from conftest import trusting
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(2, first_address=161) as g:
+    with ServerGroup(addresses=addresses(2)) as g:
         yield g
 
 

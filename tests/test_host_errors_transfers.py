@@ -23,6 +23,7 @@ import pytest
 from pssh import aio
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient
+from loopback import addresses
 from pssh.sshd import ServerGroup, _descendants
 from conftest import trusting
 from tiny_disk import run_on_tiny_disk, tiny_disk
@@ -46,7 +47,7 @@ def sftp_server() -> str:
 def group():
     # An SFTP server process per session (not sshd's built-in one), so that it can die
     # while its connection lives.
-    with ServerGroup(2, first_address=171, config=[f"Subsystem sftp {sftp_server()}"]) as g:
+    with ServerGroup(addresses=addresses(2), config=[f"Subsystem sftp {sftp_server()}"]) as g:
         yield g
 
 

@@ -23,6 +23,8 @@ import pytest
 import pssh.aio
 from pssh import exceptions as exc
 from pssh.clients import SSHClient
+from extras import imported
+from loopback import addresses
 from pssh.sshd import ClientKeys, OpenSSHServer, _keygen
 
 #: Our policies and the StrictHostKeyChecking value that means the same to ssh.
@@ -46,12 +48,12 @@ def servers(keys, tmp_path_factory):
     folder = tmp_path_factory.mktemp("oracle-hosts")
     made = {}
     try:
-        for address, (name, types) in enumerate((("full", ("ed25519", "ecdsa", "rsa")),
-                                                 ("ecdsa", ("ecdsa",))), start=11):
+        for address, (name, types) in zip(addresses(2), (("full", ("ed25519", "ecdsa", "rsa")),
+                                                         ("ecdsa", ("ecdsa",)))):
             hostkeys = folder / name
             hostkeys.mkdir()
             host_keys = {t: _keygen(hostkeys / f"ssh_host_{t}_key", t) for t in types}
-            made[name] = OpenSSHServer(f"127.0.1.{address}", keys=client_keys,
+            made[name] = OpenSSHServer(address, keys=client_keys,
                                        host_keys=host_keys).start()
         yield made
     finally:
@@ -198,7 +200,7 @@ def test_ssh_is_there():
 # -- pssh.aio without a policy: asyncssh's own decisions ------------------------------------
 
 def asyncssh_decides(server, keys, path: Path) -> bool:
-    import asyncssh
+    asyncssh = imported("asyncssh")
 
     async def attempt() -> bool:
         try:

@@ -6,9 +6,10 @@ import pytest
 
 from pssh.cli.hosts import file_name
 from pssh.sshd import ClientKeys, OpenSSHServer
+from loopback import address
 from test_cli import pssh
 
-ADDRESS = "127.0.1.41"
+ADDRESS = address()  # both servers listen there, on two ports
 
 
 @pytest.fixture(scope="module")

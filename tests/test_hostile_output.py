@@ -11,17 +11,12 @@ import pytest
 from pssh.cli.display import visible
 from pssh.core.channel_io import MAX_PER_CALL
 from pssh.core.streams import UNREAD_LIMIT
+from loopback import addresses
 from pssh.sshd import ServerGroup
 from test_cli import ENV, on_terminal, pssh
+from waiting import eventually
 
 
-def eventually(predicate, timeout: float, interval: float = 0.05) -> None:
-    """Wait until ``predicate()`` holds; AssertionError after ``timeout`` seconds."""
-    import time
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"not within {timeout} s"
-        time.sleep(interval)
 
 #: Moves up a line, clears it, and writes a line that looks like another host's; then sets
 #: the terminal's title.
@@ -30,7 +25,7 @@ FORGERY = r"printf '\033[1A\033[2K[10.9.9.9] all good\n\033]0;owned\007\n'"
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(2, first_address=171) as g:
+    with ServerGroup(addresses=addresses(2)) as g:
         yield g
 
 
@@ -93,7 +88,8 @@ def test_sigterm_stops_a_run_whose_host_floods(group, tmp_path):
             [sys.executable, "-m", "pssh", "run", "-H", group.hosts[0], *conn(group, tmp_path),
              "--", "yes ''"], stdout=sink, stderr=subprocess.PIPE, env=ENV)
         try:
-            eventually(lambda: out.stat().st_size > 100_000, 60)
+            eventually(lambda: out.stat().st_size > 100_000,
+                       what="over 100 kB of the flood's output written")
             proc.send_signal(signal.SIGTERM)
             proc.wait(30)
         finally:

@@ -24,8 +24,9 @@ from pssh.clients import SSHClient
 from pssh.sshd import ClientKeys
 
 from hostile import Dir, File, HostileServer, scp_source
+from loopback import address
 
-ADDRESS = "127.0.1.31"
+ADDRESS = address()
 
 
 @pytest.fixture(scope="module")

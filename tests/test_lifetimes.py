@@ -8,6 +8,7 @@ import pytest
 from gevent import socket as gsocket
 
 from conftest import connect, read_all, run
+from loopback import address
 from ssh2 import exceptions as exc
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 from ssh2.session import LIBSSH2_METHOD_KEX, Session
@@ -247,7 +248,7 @@ def test_connect_disconnect_loop_memory_is_flat(server):
 def test_failed_close_then_finalise_does_not_double_free():
     """libssh2 frees handles even when closing fails; the finaliser must not free again."""
     from pssh.sshd import OpenSSHServer
-    with OpenSSHServer() as server:
+    with OpenSSHServer(address()) as server:
         sock, session = connect(server)
         sftp = session.sftp_init()
         handle = sftp.open("/etc/hostname", LIBSSH2_FXF_READ, 0)

@@ -2,9 +2,7 @@
 import subprocess
 import sys
 
-import pytest
-
-from benchmarks.netns_delay import DelayedLoopback, NamespaceError
+from benchmarks.netns_delay import DelayedLoopback
 
 PING_PONG = """
 import socket, time
@@ -27,12 +25,7 @@ def namespaces():
 
 
 def test_every_round_trip_is_held_and_the_namespace_goes_away():
-    try:
-        ns = DelayedLoopback(40).__enter__()
-    except NamespaceError as err:
-        if "needs root" in str(err):
-            pytest.skip(str(err))
-        raise
+    ns = DelayedLoopback(40).__enter__()  # NamespaceError (needing root, say) fails the test
     try:
         assert ns.name in namespaces()
         result = subprocess.run(ns.command([sys.executable, "-c", PING_PONG]),

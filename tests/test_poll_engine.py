@@ -8,7 +8,6 @@ result was polled in; deadlines here only catch hangs.
 import contextlib
 import os
 import signal
-import time
 
 import gevent
 import pytest
@@ -16,15 +15,17 @@ import pytest
 from pssh.clients import SSHClient
 from pssh.poll import Buckets, Check, Poller, PollResult, Upgrade, key_value, loadavg
 from pssh.poll.sinks import encode_line
+from loopback import address, addresses
 from pssh.sshd import ServerGroup, free_port
 from processes import processes_with, stopped
+from waiting import eventually
 
 HANG = 60  # seconds: only a hang takes this long
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(3, first_address=141) as g:
+    with ServerGroup(addresses=addresses(3)) as g:
         yield g
 
 
@@ -69,11 +70,8 @@ def running(poller):
 
 
 def wait_until(condition, timeout=HANG, what="condition"):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {timeout} s")
-        gevent.sleep(0.05)
+    """:func:`waiting.eventually` letting the poller's greenlets run between looks."""
+    return eventually(condition, timeout, what, pause=gevent.sleep)
 
 
 def accepted(server):
@@ -280,7 +278,7 @@ def test_a_hung_host_holds_only_its_own_slot_and_recovers(group):
 
 def test_a_host_without_sshd_is_down_at_the_slowest_bucket(group):
     results = []
-    nobody = "127.0.0.140"  # nothing listens there on the group's port
+    nobody = address()  # nothing listens there on the group's port
     buckets = Buckets.parse("0.5s,1s")
     poller = Poller([nobody, group.hosts[0]], [Check("load", "cat /proc/loadavg", loadavg)],
                     buckets=buckets, on_result=results.append, **settings(group))
@@ -413,8 +411,8 @@ def test_a_command_past_its_deadline_is_killed_and_its_connection_kept(group):
 
 
 def test_a_thousand_unreachable_hosts_in_one_process(group):
-    port = free_port("127.0.10.1")  # nothing listens there: every connection is refused
-    hosts = [f"127.0.{10 + i // 250}.{1 + i % 250}" for i in range(1000)]
+    hosts = [a for _ in range(4) for a in addresses(250)]
+    port = free_port(hosts[0])  # nothing listens there: every connection is refused
     results = {}
 
     def count(result):

@@ -17,14 +17,17 @@ from pssh.poll import Buckets, Check, Health, Poller, PollResult, loadavg
 from pssh.poll.line_protocol import STATE_CODES, line
 from pssh.poll.sinks import (InfluxDB1Sink, InfluxDB2Sink, JSONLinesSink, LineProtocolSink,
                              as_json, encode_line)
+from loopback import addresses
 from pssh.sshd import ServerGroup, free_port
+from processes import in_syscall
 from test_poll_engine import HANG, settings, wait_until
+from waiting import eventually
 
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(2, first_address=171) as g:
+    with ServerGroup(addresses=addresses(2)) as g:
         yield g
 
 
@@ -157,7 +160,7 @@ def test_values_polled_from_sshd_are_read_back_from_influxdb1(group, influx):
 
 
 def test_values_polled_from_sshd_are_read_back_through_the_v2_write_api():
-    with ServerGroup(2, first_address=173) as group, VictoriaMetrics() as vm:
+    with ServerGroup(addresses=addresses(2)) as group, VictoriaMetrics() as vm:
         sink = InfluxDB2Sink(vm.url, "token", "org", "polls", flush_interval=0.2)
         results, _ = poll(group, [sink], 2.5)
         assert sink.dropped == 0 and sink.sent >= len(results)
@@ -221,24 +224,26 @@ def test_influxd_stopped_mid_run_buffers_drops_past_the_bound_and_recovers(group
     assert last["values"][0][1] == dropped  # the last health report counts every drop
 
 
+def writing_to(fd: int) -> bool:
+    """Whether a thread of this process is blocked in write(2) on ``fd`` (what the kernel
+    says, not a guess from counters that stopped moving for a while)."""
+    return any(in_syscall(int(task)) == ("write", fd) for task in os.listdir("/proc/self/task"))
+
+
 def test_a_destination_that_blocks_never_blocks_write(caplog):
     caplog.set_level(logging.WARNING, "pssh.poll.sinks")
     read_end, write_end = os.pipe()  # nobody reads: the sender's write() blocks for good
     stream = os.fdopen(write_end, "w", buffering=1)
     sink = LineProtocolSink(stream, max_buffered=10, flush_interval=0.01)
     written = 0
-    deadline = time.monotonic() + HANG
-    while True:  # fill the pipe, then the buffer, dropping nothing
-        assert time.monotonic() < deadline, "the pipe never filled"
-        if sink.buffered < 10:
+
+    def full() -> bool:  # fill the buffer again until the sender is stuck on the pipe
+        nonlocal written
+        while sink.buffered < 10:
             sink.write(result())
             written += 1
-            time.sleep(0.0005)
-            continue
-        sent = sink.sent
-        time.sleep(0.3)
-        if sink.buffered == 10 and sink.sent == sent:  # the sender is stuck on the pipe
-            break
+        return writing_to(write_end)
+    eventually(full, HANG, "the sender stuck writing to the full pipe, 10 points buffered")
     assert sink.dropped == 0
     started = time.monotonic()
     for _ in range(1000):
@@ -253,7 +258,7 @@ def test_a_destination_that_blocks_never_blocks_write(caplog):
     assert time.monotonic() - closing < HANG
     assert sink.buffered == 0 and sink.sent + sink.dropped == written
     os.close(read_end)  # the sender's write fails now; it counts nothing more
-    time.sleep(0.2)
+    eventually(lambda: sink.reader_gone, HANG, "the sender's write failed")
     assert sink.sent + sink.dropped == written
 
 

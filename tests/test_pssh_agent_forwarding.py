@@ -2,17 +2,18 @@
 import logging
 import os
 import subprocess
-import time
 
 import pytest
 
 from pssh.clients import ParallelSSHClient, SSHClient
+from loopback import addresses
 from pssh.sshd import ServerGroup
+from waiting import eventually
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(2, first_address=71) as g:
+    with ServerGroup(addresses=addresses(2)) as g:
         yield g
 
 
@@ -23,9 +24,7 @@ def local_agent(group, tmp_path, monkeypatch):
     proc = subprocess.Popen(["ssh-agent", "-D", "-a", path], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while not os.path.exists(path) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        eventually(lambda: os.path.exists(path), what=f"ssh-agent's socket {path}")
         env = dict(os.environ, SSH_AUTH_SOCK=path)
         subprocess.run(["ssh-add", group.keys.private("ed25519")], env=env, check=True,
                        capture_output=True)

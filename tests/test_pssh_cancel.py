@@ -1,18 +1,20 @@
 """client.cancel(): remote commands stopped, on hosts that run them for real."""
 import os
 import subprocess
-import time
 
 import gevent
 import pytest
 
 from pssh.clients import ParallelSSHClient
+from loopback import addresses
 from pssh.sshd import ServerGroup
+from processes import pgrep
+from waiting import eventually, gone
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(2, first_address=155) as g:
+    with ServerGroup(addresses=addresses(2)) as g:
         yield g
 
 
@@ -24,13 +26,9 @@ def client(group, tmp_path):
 
 
 def left(pattern):
-    """Processes still running whose command line has ``pattern`` (after a short grace)."""
-    for _ in range(20):
-        found = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
-        if not found:
-            return ""
-        time.sleep(0.1)
-    return found
+    """Processes still running whose command line has ``pattern``, once they had the
+    time to end (they end some moments after being told to)."""
+    return gone(lambda: pgrep(pattern), what=f"every {pattern!r} ended")
 
 
 def test_cancellable_commands_stop_without_a_pty(client, group):
@@ -39,7 +37,7 @@ def test_cancellable_commands_stop_without_a_pty(client, group):
     assert [next(o.stdout) for o in output] == ["started", "started"]
     stopped = client.cancel()
     assert [o.host for o in stopped] == group.hosts
-    assert left(sleeper) == ""
+    assert left(sleeper) == []
     for host_out in output:
         assert list(host_out.stdout) == []  # "never" was never printed
         assert host_out.exit_signal == "TERM" and host_out.exit_code is None
@@ -49,9 +47,11 @@ def test_cancellable_commands_stop_without_a_pty(client, group):
 def test_pty_commands_stop_when_their_channel_closes(client):
     sleeper = f"sleep 332.{os.getpid()}"
     output = client.run_command(sleeper, use_pty=True)
-    gevent.sleep(0.3)
+    # Started for sure (a cancel before the start would stop nothing, and prove nothing).
+    eventually(lambda: len(pgrep(sleeper)) >= 2, what="the command on both hosts",
+               pause=gevent.sleep)
     assert len(client.cancel(output)) == 2
-    assert left(sleeper) == ""
+    assert left(sleeper) == []
 
 
 def test_without_marker_or_pty_the_channel_still_closes(client):

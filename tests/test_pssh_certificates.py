@@ -5,6 +5,7 @@ import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
+from loopback import address
 from pssh.sshd import OpenSSHServer
 
 from conftest import trusting
@@ -18,7 +19,7 @@ def keygen(*args):
 def ca_server(tmp_path_factory):
     keys = tmp_path_factory.mktemp("certs")
     keygen("-t", "ed25519", "-N", "", "-f", str(keys / "ca"))
-    with OpenSSHServer("127.0.0.91", config=[f"TrustedUserCAKeys {keys / 'ca.pub'}"]) as server:
+    with OpenSSHServer(address(), config=[f"TrustedUserCAKeys {keys / 'ca.pub'}"]) as server:
         yield server, keys
 
 

@@ -13,6 +13,7 @@ from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
 from pssh.clients.native.tunnel import LocalForwarder, TunnelServer
 from pssh.config import HostConfig
+from loopback import address, addresses
 from pssh.sshd import ServerGroup
 from pssh.utils import enable_host_logger, host_logger
 from ssh2 import exceptions as ssh2_exc
@@ -20,8 +21,22 @@ from ssh2 import exceptions as ssh2_exc
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(3, first_address=91) as g:
+    with ServerGroup(addresses=addresses(3)) as g:
         yield g
+
+
+@pytest.fixture
+def parallel(kw):
+    """``parallel(hosts, **more)``: a ParallelSSHClient with ``kw``, closed after the test
+    whatever it did (else its sshd sessions wait for the collector)."""
+    made = []
+
+    def make(hosts, **more):
+        made.append(ParallelSSHClient(hosts, **dict(kw, **more)))
+        return made[-1]
+    yield make
+    for client in made:
+        client.close()
 
 
 @pytest.fixture
@@ -30,6 +45,9 @@ def kw(group, tmp_path):
     return dict(port=group.port, pkey=group.keys.private(), allow_agent=False,
                 identity_auth=False, known_hosts=str(tmp_path / "kh"), retry_delay=0.05,
                 timeout=10)
+
+
+REFUSED = address()  # nobody listens there
 
 
 def closed_port(address):
@@ -41,13 +59,13 @@ def closed_port(address):
 # -- exceptions -----------------------------------------------------------------------
 
 def test_refused_connection_is_a_connection_refused_error_with_host_and_port(kw):
-    kw.update(port=closed_port("127.0.0.99"), num_retries=2)
+    kw.update(port=closed_port(REFUSED), num_retries=2)
     with pytest.raises(ConnectionRefusedError) as info:
-        SSHClient("127.0.0.99", **kw)
+        SSHClient(REFUSED, **kw)
     err = info.value
     assert isinstance(err, exc.ConnectionError) and isinstance(err, ConnectionError)
-    assert err.args[2:] == ("127.0.0.99", kw["port"])  # parallel-ssh's (errno, text, host, port)
-    assert str(err) == f"127.0.0.99:{kw['port']}: cannot connect: Connection refused"
+    assert err.args[2:] == (REFUSED, kw["port"])  # parallel-ssh's (errno, text, host, port)
+    assert str(err) == f"{REFUSED}:{kw['port']}: cannot connect: Connection refused"
 
 
 def test_failed_logins_carry_parallel_ssh_args(group, kw):
@@ -95,8 +113,8 @@ def test_encoding_encodes_the_command_and_fully_qualified_command(group, kw):
         client.run_command("echo %s %s", host_args=(("x",),) * 3)
 
 
-def test_join_without_output_joins_the_last_run(group, kw):
-    client = ParallelSSHClient(group.hosts, **kw)
+def test_join_without_output_joins_the_last_run(group, parallel):
+    client = parallel(group.hosts)
     assert client.cmds is None and client.get_last_output() is None
     client.join()  # nothing ran yet: nothing to do
     assert client.finished()
@@ -108,8 +126,8 @@ def test_join_without_output_joins_the_last_run(group, kw):
     assert [g.get().host for g in client.cmds] == group.hosts
 
 
-def test_join_timeout_carries_finished_and_unfinished_output(group, kw):
-    client = ParallelSSHClient(group.hosts[:2], **kw)
+def test_join_timeout_carries_finished_and_unfinished_output(group, parallel):
+    client = parallel(group.hosts[:2])
     output = client.run_command("sleep %s; echo done", host_args=("0", "1.5"))
     with pytest.raises(exc.Timeout) as info:
         client.join(output, timeout=0.7)
@@ -168,8 +186,8 @@ def test_outputs_keep_the_connection_after_the_client_is_gone(group, kw):
     assert list(output.stdout) == ["late"] and output.exit_code == 0
 
 
-def test_close_channel_keeps_what_was_read(group, kw):
-    client = ParallelSSHClient(group.hosts[:1], **kw)
+def test_close_channel_keeps_what_was_read(group, parallel):
+    client = parallel(group.hosts[:1])
     output = client.run_command("while true; do echo a line; sleep 0.05; done", use_pty=True,
                                 read_timeout=0.3)
     with pytest.raises(exc.Timeout):
@@ -179,8 +197,8 @@ def test_close_channel_keeps_what_was_read(group, kw):
     assert client.finished(output)
 
 
-def test_hosts_can_be_replaced_and_given_as_iterators(group, kw):
-    client = ParallelSSHClient(iter(group.hosts[:2]), **kw)
+def test_hosts_can_be_replaced_and_given_as_iterators(group, parallel):
+    client = parallel(iter(group.hosts[:2]))
     assert client.hosts == group.hosts[:2]
     gevent.joinall(client.connect_auth(), raise_error=True)
     kept = client._host_clients[(0, group.hosts[0])]
@@ -195,10 +213,10 @@ def test_hosts_can_be_replaced_and_given_as_iterators(group, kw):
         client.hosts = "a host"
 
 
-def test_host_config_overrides_and_aliases(group, kw):
+def test_host_config_overrides_and_aliases(group, parallel):
     configs = [HostConfig(alias="first", keepalive_seconds=0),
                HostConfig(alias="second", private_key="/no/such/key")]
-    client = ParallelSSHClient(group.hosts[:2], host_config=configs, **kw)
+    client = parallel(group.hosts[:2], host_config=configs)
     output = client.run_command("echo hi", stop_on_errors=False)
     assert [o.alias for o in output] == ["first", "second"]
     assert list(output[0].stdout) == ["hi"] and output[0].client.keepalive_seconds == 0
@@ -206,9 +224,9 @@ def test_host_config_overrides_and_aliases(group, kw):
     assert output[1].client is None and list(output[1].stdout) == []
 
 
-def test_host_logger_sees_consumed_output(group, kw, caplog):
+def test_host_logger_sees_consumed_output(group, parallel, caplog):
     enable_host_logger()
-    client = ParallelSSHClient(group.hosts[:1], **kw)
+    client = parallel(group.hosts[:1])
     with caplog.at_level(logging.INFO, logger=host_logger.name):
         client.run_command("echo logged; echo also >&2")
         client.join(consume_output=True)
@@ -218,8 +236,8 @@ def test_host_logger_sees_consumed_output(group, kw, caplog):
     host_logger.setLevel(logging.NOTSET)
 
 
-def test_shells_and_their_stdin(group, kw):
-    client = ParallelSSHClient(group.hosts[:2], **kw)
+def test_shells_and_their_stdin(group, parallel):
+    client = parallel(group.hosts[:2])
     shells = client.open_shell()
     client.run_shell_commands(shells, ["echo one", "echo two"])
     assert all(shell.stdin is not None for shell in shells)
@@ -237,24 +255,25 @@ def test_ssh_namespace_serves_the_native_clients(group, kw):
 
 # -- jump hosts and forwarding ----------------------------------------------------------
 
-def test_targets_behind_one_jump_host_get_their_own_channels(group, kw):
+def test_targets_behind_one_jump_host_get_their_own_channels(group, parallel):
     # Opens on the shared jump session are serialised: interleaved, libssh2 handed
     # one target's channel to another (each host answered under another's name).
-    client = ParallelSSHClient(group.hosts[1:] * 4, proxy_host=group.hosts[0], **kw)
+    client = parallel(group.hosts[1:] * 4, proxy_host=group.hosts[0])
     output = client.run_command("echo $SSH_CONNECTION")
     for host_out in output:
         assert list(host_out.stdout)[0].split()[2] == host_out.host
 
 
 def test_jump_host_failures(group, kw):
-    client = ParallelSSHClient(group.hosts[1:2], proxy_host="127.0.0.98",
-                               proxy_port=closed_port("127.0.0.98"), **kw)
+    no_jump, no_target = addresses(2)   # nobody listens there
+    client = ParallelSSHClient(group.hosts[1:2], proxy_host=no_jump,
+                               proxy_port=closed_port(no_jump), **kw)
     output = client.run_command("echo never", stop_on_errors=False)
     assert isinstance(output[0].exception, exc.ProxyError)
     with pytest.raises(ssh2_exc.SocketRecvError) as info:  # as parallel-ssh reports it
-        SSHClient("127.0.0.97", proxy_host=group.hosts[0], proxy_port=group.port,
-                  num_retries=1, **dict(kw, port=closed_port("127.0.0.97")))
-    assert isinstance(info.value, exc.ProxyTargetError) and "127.0.0.97" in str(info.value)
+        SSHClient(no_target, proxy_host=group.hosts[0], proxy_port=group.port,
+                  num_retries=1, **dict(kw, port=closed_port(no_target)))
+    assert isinstance(info.value, exc.ProxyTargetError) and no_target in str(info.value)
 
 
 def test_local_forwarder_carries_a_connection(group, kw):

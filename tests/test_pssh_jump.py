@@ -3,15 +3,16 @@ import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
+from loopback import addresses
 from pssh.sshd import ServerGroup, free_port
 
-# 127.0.0.61 and .62 are jump hosts, .63 and .64 targets.
-J1, J2, T1, T2 = (f"127.0.0.{n}" for n in (61, 62, 63, 64))
+# Two jump hosts and two targets: the ssh configs below name them.
+J1, J2, T1, T2 = addresses(4)
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(4, first_address=61) as g:
+    with ServerGroup(addresses=[J1, J2, T1, T2]) as g:
         yield g
 
 
@@ -30,16 +31,16 @@ def accepted(group, address, at_least=0):
 def write_config(tmp_path, group, text):
     path = tmp_path / "ssh_config"
     path.write_text(text.format(port=group.port, key=group.keys.private(),
-                                kh=tmp_path / "known_hosts"))
+                                kh=tmp_path / "known_hosts", J1=J1, J2=J2, T1=T1, T2=T2))
     return str(path)
 
 
 def test_config_supplies_hostname_port_user_key_and_known_hosts(group, tmp_path):
     path = write_config(tmp_path, group, """
 Host web1
-    HostName 127.0.0.63
+    HostName {T1}
 Host web2
-    HostName 127.0.0.64
+    HostName {T2}
 Host web*
     Port {port}
     IdentityFile {key}
@@ -97,8 +98,8 @@ def test_proxy_host_shares_one_jump_session(group, known_hosts):
 def test_proxy_jump_chain_of_two_hops_from_config(group, tmp_path):
     path = write_config(tmp_path, group, """
 Host target
-    HostName 127.0.0.63
-    ProxyJump 127.0.0.61,127.0.0.62
+    HostName {T1}
+    ProxyJump {J1},{J2}
 Host *
     Port {port}
     IdentityFile {key}

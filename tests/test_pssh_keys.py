@@ -7,12 +7,13 @@ import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import SSHClient
+from loopback import addresses
 from pssh.sshd import PASSPHRASE, ServerGroup
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(1, first_address=145) as g:
+    with ServerGroup(addresses=addresses(1)) as g:
         yield g
 
 

@@ -5,12 +5,13 @@ import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import SSHClient
+from loopback import address, addresses
 from pssh.sshd import ServerGroup
 
 
 @pytest.fixture(scope="module")
 def server():
-    with ServerGroup(1, first_address=96) as group:
+    with ServerGroup(addresses=addresses(1)) as group:
         yield group.servers[0]
 
 
@@ -44,7 +45,7 @@ def test_hashed_names(server, tmp_path):
 
 def test_wildcards_and_negation(server, tmp_path):
     path = tmp_path / "kh"
-    pattern = f"[127.0.0.9?]:{server.port}"
+    pattern = f"[{server.address[:-1]}?]:{server.port}"  # its last digit any
     path.write_text(f"other.example,{pattern} {key_of(server)}\n")
     connect(server, path).close()
     path.write_text(f"{pattern},!{name(server)} {key_of(server)}\n")
@@ -92,7 +93,7 @@ def test_a_known_hosts_file_in_the_current_directory(tmp_path, monkeypatch):
     # A bare file name: nothing to create but the file (os.makedirs("") would fail).
     from pssh.sshd import OpenSSHServer
     monkeypatch.chdir(tmp_path)
-    with OpenSSHServer("127.0.0.97") as server:
+    with OpenSSHServer(address()) as server:
         client = SSHClient(server.address, port=server.port, pkey=server.keys.private(),
                            known_hosts="known_hosts", ssh_config=False, allow_agent=False)
         client.close()

@@ -6,12 +6,13 @@ import pytest
 from benchmarks.known_hosts_files import KEY_TYPES, filler, line, random_key
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient
+from loopback import addresses
 from pssh.sshd import ServerGroup
 
 
 @pytest.fixture(scope="module")
 def fleet():
-    with ServerGroup(200, first_address=30) as group:
+    with ServerGroup(addresses=addresses(200)) as group:
         yield group
 
 

@@ -1,4 +1,4 @@
-"""pssh clients on gevent against real sshd hosts on 127.0.0.x, including faulty ones."""
+"""pssh clients on gevent against real sshd hosts on loopback, including faulty ones."""
 import socket
 import subprocess
 import time
@@ -9,13 +9,15 @@ import pytest
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
 from pssh.config import HostConfig
+from loopback import addresses
+from waiting import eventually
 from pssh.sshd import ServerGroup
 from ssh2 import exceptions as ssh2_exc
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(5, first_address=11) as g:
+    with ServerGroup(addresses=addresses(5)) as g:
         yield g
 
 
@@ -24,12 +26,27 @@ def known_hosts(tmp_path):
     return str(tmp_path / "known_hosts")
 
 
+#: The clients client_for() made during the running test.
+_made = []
+
+
+@pytest.fixture(autouse=True)
+def closing_clients():
+    """Each test's clients are closed after it, whatever the test did (their connections
+    would otherwise wait for the collector, their sshd sessions with them)."""
+    yield
+    while _made:
+        _made.pop().close()
+
+
 def client_for(group, known_hosts, hosts=None, **kwargs):
     kwargs.setdefault("timeout", 10)
     kwargs.setdefault("retry_delay", 0.1)
-    return ParallelSSHClient(hosts or group.hosts, port=group.port,
-                             pkey=group.keys.private(), known_hosts=known_hosts,
-                             allow_agent=False, identity_auth=False, **kwargs)
+    client = ParallelSSHClient(hosts or group.hosts, port=group.port,
+                               pkey=group.keys.private(), known_hosts=known_hosts,
+                               allow_agent=False, identity_auth=False, **kwargs)
+    _made.append(client)
+    return client
 
 
 def test_run_command_on_every_host(group, known_hosts):
@@ -122,26 +139,28 @@ def test_as_completed_yields_fastest_first(group, known_hosts):
 
 def test_read_timeout_and_join_timeout(group, known_hosts):
     client = client_for(group, known_hosts, hosts=group.hosts[:2])
-    out = client.run_command("sleep 30", read_timeout=0.5)[0]
+    out = client.run_command("sleep 30", read_timeout=0.5, cancellable=True)[0]
     started = time.monotonic()
     with pytest.raises(exc.Timeout) as info:
         list(out.stdout)
     assert out.host in str(info.value)
     assert time.monotonic() - started < 10
-    output = client.run_command("sleep 30")
+    output = client.run_command("sleep 30", cancellable=True)
     with pytest.raises(exc.Timeout) as info:
         client.join(output, timeout=0.5)
     assert group.hosts[0] in str(info.value) and group.hosts[1] in str(info.value)
+    client.cancel()  # the sleeps end with the test
 
 
 def test_failed_hosts_do_not_stop_the_others(group, known_hosts, tmp_path):
+    refused, silent = addresses(2)
     with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.30", 0))
+        s.bind((refused, 0))
         closed_port = s.getsockname()[1]
     blackhole = socket.socket()   # accepts TCP, never speaks
-    blackhole.bind(("127.0.0.31", 0))
+    blackhole.bind((silent, 0))
     blackhole.listen(16)
-    hosts = group.hosts[:2] + ["127.0.0.30", "127.0.0.31", "no-such-host.invalid"]
+    hosts = group.hosts[:2] + [refused, silent, "no-such-host.invalid"]
     configs = [HostConfig(), HostConfig(), HostConfig(port=closed_port, num_retries=1,
                                                       retry_delay=0.1),
                HostConfig(port=blackhole.getsockname()[1]), HostConfig()]
@@ -152,9 +171,9 @@ def test_failed_hosts_do_not_stop_the_others(group, known_hosts, tmp_path):
     assert [list(o.stdout) for o in output[:2]] == [["ok"], ["ok"]]
     assert isinstance(output[2].exception, exc.ConnectionError)
     assert isinstance(output[2].exception, ConnectionRefusedError)  # as parallel-ssh raises it
-    assert "127.0.0.30" in str(output[2].exception) and "refused" in str(output[2].exception)
+    assert refused in str(output[2].exception) and "refused" in str(output[2].exception)
     assert isinstance(output[3].exception, exc.Timeout)
-    assert "127.0.0.31" in str(output[3].exception)
+    assert silent in str(output[3].exception)
     assert isinstance(output[4].exception, exc.UnknownHostError)
     for failed in output[2:]:
         assert list(failed.stdout) == [] and failed.exit_code is None
@@ -245,7 +264,7 @@ def test_single_client(group, known_hosts):
 
 
 def test_many_hosts_in_one_run(tmp_path):
-    with ServerGroup(210, first_address=40) as many:
+    with ServerGroup(addresses=addresses(210)) as many:
         client = ParallelSSHClient(many.hosts, port=many.port, pkey=many.keys.private(),
                                    known_hosts=str(tmp_path / "kh"), allow_agent=False,
                                    identity_auth=False, timeout=30)
@@ -286,8 +305,9 @@ def test_keepalives_run_and_do_not_keep_a_dropped_client_alive(group, known_host
     ref = weakref.ref(client)
     del client
     gc.collect()
-    gevent.sleep(1.5)  # the keepalive greenlet wakes, finds no client and ends
-    assert ref() is None
+    # The keepalive greenlet wakes, finds no client and ends: nothing holds the client.
+    eventually(lambda: gc.collect() is not None and ref() is None, what="the client freed",
+               pause=gevent.sleep)
 
 
 def test_shells_on_every_host(group, known_hosts):

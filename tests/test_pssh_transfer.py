@@ -7,12 +7,13 @@ import pytest
 
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
+from loopback import addresses
 from pssh.sshd import ServerGroup
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(3, first_address=41) as g:
+    with ServerGroup(addresses=addresses(3)) as g:
         yield g
 
 
@@ -101,7 +102,7 @@ def test_transfer_errors_name_host_and_leave_no_partial_file(group, tmp_path):
 
 
 def test_host_killed_mid_transfer_leaves_no_complete_looking_file(tmp_path):
-    with ServerGroup(1, first_address=45) as one:
+    with ServerGroup(addresses=addresses(1)) as one:
         server = one.servers[0]
         src = tmp_path / "big"
         with open(src, "wb") as fh:

@@ -2,12 +2,14 @@
 import hashlib
 import os
 import re
+import shlex
 import stat
 import time
 
 import pytest
 
 from conftest import connect
+from loopback import address
 from pssh.sshd import OpenSSHServer
 
 from ssh2 import exceptions as exc
@@ -280,12 +282,23 @@ def test_handles_cannot_be_built_directly():
         SFTPHandle()
 
 
+@pytest.fixture
+def patched_libssh2_and_sftp_server():
+    """What the read-ahead tests need: missing, they fail saying how to get it (a skip
+    would pass CI while testing nothing)."""
+    if not PATCHED_LIBSSH2:
+        pytest.fail("needs the bundled libssh2 with our patches: LIBSSH2_BUNDLE=1 pip install .",
+                    pytrace=False)
+    if SFTP_SERVER is None:
+        pytest.fail("needs OpenSSH's sftp-server: apt-get install openssh-sftp-server",
+                    pytrace=False)
+
+
 SFTP_SERVER = next((p for p in ("/usr/lib/openssh/sftp-server", "/usr/libexec/openssh/sftp-server",
                                   "/usr/libexec/sftp-server") if os.path.exists(p)), None)
 
 
-@pytest.mark.skipif(not PATCHED_LIBSSH2, reason="needs the bundled libssh2 with our patches")
-@pytest.mark.skipif(SFTP_SERVER is None, reason="OpenSSH's sftp-server not found")
+@pytest.mark.usefixtures("patched_libssh2_and_sftp_server")
 @pytest.mark.parametrize("refused, largest", [("", 261120), ("-P limits", 30000)])
 def test_read_requests_as_large_as_the_server_allows(tmp_path, refused, largest):
     # sftp-server logs every request's length at DEBUG1 (to stderr with -e; the
@@ -295,8 +308,10 @@ def test_read_requests_as_large_as_the_server_allows(tmp_path, refused, largest)
     data = os.urandom(5_000_000)
     (tmp_path / "big").write_bytes(data)
     log_file = tmp_path / "sftp.log"
-    config = [f"Subsystem sftp {SFTP_SERVER} -e -l DEBUG1 {refused} 2>>{log_file}"]
-    with OpenSSHServer("127.0.0.71", config=config) as server:
+    # sshd runs the subsystem through the shell: the paths quoted for it.
+    config = [f"Subsystem sftp {SFTP_SERVER} -e -l DEBUG1 {refused} "
+              f"2>>{shlex.quote(str(log_file))}"]
+    with OpenSSHServer(address(), config=config) as server:
         sock, session = connect(server)
         sftp = session.sftp_init()
         with sftp.open(str(tmp_path / "big"), LIBSSH2_FXF_READ, 0) as fh:
@@ -328,8 +343,9 @@ def _requested_ahead(tmp_path, subsystem_tail, pause):
     then stop: how far past those 8 MiB the client had asked the server to read."""
     (tmp_path / "big").write_bytes(os.urandom(16 * MIB))
     log_file = tmp_path / "sftp.log"
-    config = [f"Subsystem sftp {SFTP_SERVER} -e -l DEBUG1 2>>{log_file}{subsystem_tail}"]
-    with OpenSSHServer("127.0.0.72", config=config) as server:
+    config = [f"Subsystem sftp {SFTP_SERVER} -e -l DEBUG1 2>>{shlex.quote(str(log_file))}"
+              f"{subsystem_tail}"]
+    with OpenSSHServer(address(), config=config) as server:
         sock, session = connect(server)
         sftp = session.sftp_init()
         consumed = 0
@@ -344,8 +360,7 @@ def _requested_ahead(tmp_path, subsystem_tail, pause):
     return max(int(off) + int(n) for off, n in _READS.findall(log_file.read_text())) - consumed
 
 
-@pytest.mark.skipif(not PATCHED_LIBSSH2, reason="needs the bundled libssh2 with our patches")
-@pytest.mark.skipif(SFTP_SERVER is None, reason="OpenSSH's sftp-server not found")
+@pytest.mark.usefixtures("patched_libssh2_and_sftp_server")
 def test_a_reader_slower_than_the_server_keeps_a_short_read_ahead(tmp_path):
     # Replies are waiting at every read: more requests in flight would only make
     # sshd queue (and copy) megabytes of replies. 2 MiB ahead, plus the request
@@ -356,11 +371,10 @@ def test_a_reader_slower_than_the_server_keeps_a_short_read_ahead(tmp_path):
     assert _requested_ahead(tmp_path, "", pause=0.5) <= 2 * MIB + REQUEST
 
 
-@pytest.mark.skipif(not PATCHED_LIBSSH2, reason="needs the bundled libssh2 with our patches")
-@pytest.mark.skipif(SFTP_SERVER is None, reason="OpenSSH's sftp-server not found")
+@pytest.mark.usefixtures("patched_libssh2_and_sftp_server")
 def test_a_reader_waiting_on_a_slow_path_lengthens_its_read_ahead(tmp_path):
     throttle = tmp_path / "throttle.py"
     throttle.write_text(_THROTTLE)
-    ahead = _requested_ahead(tmp_path, f" | python3 {throttle}", pause=0)
+    ahead = _requested_ahead(tmp_path, f" | python3 {shlex.quote(str(throttle))}", pause=0)
     assert ahead > 2 * MIB + REQUEST
     assert ahead <= 8 * MIB + REQUEST   # never more than libssh2's own cap

@@ -22,6 +22,7 @@ from typing import Dict, List
 import pytest
 
 from benchmarks.peers import ORIGINALS, create_virtualenv
+from loopback import address, addresses
 from pssh.sshd import OpenSSHServer, ServerGroup
 
 HERE = Path(__file__).parent / "thirdparty"
@@ -115,8 +116,8 @@ def sides(tmp_path_factory) -> Sides:
 @pytest.fixture(scope="module")
 def hosts():
     """Two hosts taking keys and a password, and one offering an RSA host key alone."""
-    with ServerGroup(2, first_address=141, password=PASSWORD) as group, \
-            OpenSSHServer("127.0.0.143", keys=group.keys,
+    with ServerGroup(addresses=addresses(2), password=PASSWORD) as group, \
+            OpenSSHServer(address(), keys=group.keys,
                           config=["HostKeyAlgorithms rsa-sha2-512,rsa-sha2-256"]) as rsa:
         yield group, rsa
 

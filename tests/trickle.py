@@ -33,9 +33,12 @@ class TrickleProxy:
         self.port = int(self.process.stdout.readline())
 
     def slow_down(self) -> None:
-        """From now on, trickle (``mode="later"``)."""
+        """From now on, trickle (``mode="later"``): returns once the proxy has taken it
+        (it says so), so that whatever the server sends next is trickled."""
         self.process.send_signal(signal.SIGUSR1)
-        time.sleep(0.2)
+        answer = self.process.stdout.readline()
+        if answer != "slow\n":
+            raise RuntimeError(f"the trickling proxy did not take slow_down: {answer!r}")
 
     def close(self) -> None:
         self.process.kill()
@@ -77,7 +80,10 @@ def _trickle(src, dst, mode: str, interval: float, slow: threading.Event) -> Non
                     continue
                 if not data:
                     return
-                dst.sendall(data)
+                if slow.is_set():  # told meanwhile: this is already after slow_down()
+                    _trickled(data, dst, interval)
+                else:
+                    dst.sendall(data)
                 continue
             src.settimeout(None)
             byte = src.recv(1)
@@ -92,10 +98,21 @@ def _trickle(src, dst, mode: str, interval: float, slow: threading.Event) -> Non
         pass
 
 
+def _trickled(data: bytes, dst, interval: float) -> None:
+    for i in range(len(data)):
+        dst.sendall(data[i:i + 1])
+        time.sleep(interval)
+
+
+def _slow_down(slow: threading.Event) -> None:
+    slow.set()
+    print("slow", flush=True)   # after the set: slow_down() returns once it holds
+
+
 def _serve(target_host: str, target_port: int, address: str, mode: str,
            interval: float, chunk: int) -> None:
     slow = threading.Event()
-    signal.signal(signal.SIGUSR1, lambda *_: slow.set())
+    signal.signal(signal.SIGUSR1, lambda *_: _slow_down(slow))
     listener = socket.create_server((address, 0))
     print(listener.getsockname()[1], flush=True)
     while True:
