@@ -12,8 +12,10 @@ import pytest
 
 from pssh.clients import ParallelSSHClient
 from pssh.sshd import ServerGroup
+from loopback import addresses
 from processes import in_session, processes_with
-from test_cli_signals import EXIT, Pssh, conn, described, gone, wait_for
+from test_cli_signals import EXIT, Pssh, conn, described
+from waiting import eventually, gone
 
 HOSTS = 8
 ROUNDS = 4
@@ -23,7 +25,7 @@ QUICK = {0: 0, 1: 3}
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(HOSTS, first_address=221) as g:
+    with ServerGroup(addresses=addresses(HOSTS)) as g:
         yield g
 
 
@@ -67,8 +69,8 @@ def cancel_round(client, how: str) -> None:
     output = client.run_command("%s", host_args=commands(sleeper),
                                 cancellable=how == "cancellable", use_pty=how == "pty")
     assert [next(o.stdout).strip() for o in output] == ["started"] * HOSTS
-    wait_for(lambda: len(processes_with(sleeper)) >= HOSTS - len(QUICK),
-             "every slow command running")
+    eventually(lambda: len(processes_with(sleeper)) >= HOSTS - len(QUICK),
+               what="every slow command running")
     client.cancel(output)
     client.join(output, timeout=30)
     for i, host_out in enumerate(output):
@@ -80,6 +82,47 @@ def cancel_round(client, how: str) -> None:
                 f"{host_out.host}: a stopped command read as exit {host_out.exit_code} "
                 f"(signal {host_out.exit_signal})")
     assert gone(lambda: processes_with(sleeper)) == []
+
+
+def test_a_command_stopped_the_moment_it_starts_is_stopped(group, tmp_path):
+    """cancel() right after run_command(): the login shell may not have exec'd the
+    command's shell yet (the marker is in its command line, not yet its environment)."""
+    client = ParallelSSHClient(group.hosts, port=group.port, pkey=group.keys.private(),
+                               allow_agent=False, identity_auth=False,
+                               known_hosts=str(tmp_path / "known_hosts"), timeout=10)
+    try:
+        for _ in range(ROUNDS):
+            sleeper = new_sleeper()
+            output = client.run_command(f"{sleeper}; echo never", cancellable=True)
+            client.cancel(output)
+            client.join(output, timeout=30)
+            assert gone(lambda: processes_with(sleeper)) == []  # noqa: B023 - this round's
+            for host_out in output:
+                assert host_out.exit_code is None and list(host_out.stdout) == []
+    finally:
+        client.close()
+
+
+def test_the_kill_script_finds_a_shell_that_has_not_exec_d_yet(group, tmp_path):
+    """The state a command is in the moment it starts: the login shell runs the marker's
+    ``export ...; exec`` line, so the marker is in its command line but not yet in its
+    environment. The stop's kill script (run over SSH as cancel() runs it) ends it too,
+    and whatever it forked meanwhile."""
+    from pssh.core.cancel import MARKER, kill_script, new_marker
+    marker = new_marker()
+    shell = subprocess.Popen(["sh", "-c", f"export {MARKER}={marker}; "
+                                          "while :; do sleep 0.1; done"])
+    client = ParallelSSHClient(group.hosts[:1], port=group.port, pkey=group.keys.private(),
+                               allow_agent=False, identity_auth=False,
+                               known_hosts=str(tmp_path / "known_hosts"), timeout=10)
+    try:
+        client.join(client.run_command(kill_script(marker)), timeout=30)
+        assert shell.wait(timeout=30) == -signal.SIGTERM
+    finally:
+        client.close()
+        if shell.poll() is None:
+            shell.kill()
+            shell.wait()
 
 
 MODES = pytest.mark.parametrize("mode", [[], ["--processes", "2"]],
@@ -106,10 +149,10 @@ def stopped_run(group, here, mode, signum) -> None:
     pssh = Pssh(["run", "-H", " ".join(group.hosts), *conn(group, here), *mode,
                  "--output-dir", str(out), "--", "\n".join(script)], here)
     try:
-        wait_for(lambda: len([p for p in processes_with(sleeper) if p != pssh.pid])
-                 >= HOSTS - len(QUICK), "every slow command running")
-        wait_for(lambda: all((out / f"{group.hosts[i]}.status").exists() for i in QUICK),
-                 "the quick hosts' status files")
+        eventually(lambda: len([p for p in processes_with(sleeper) if p != pssh.pid])
+                   >= HOSTS - len(QUICK), what="every slow command running")
+        eventually(lambda: all((out / f"{group.hosts[i]}.status").exists() for i in QUICK),
+                   what="the quick hosts' status files")
         pssh.signal(signum, whole_group=False)
         assert pssh.wait() == EXIT[signum], pssh.stderr()
     finally:

@@ -48,8 +48,16 @@ def kill_connection_script(signal: str = "TERM") -> str:
 
 
 def kill_script(marker: str, signal: str = "TERM") -> str:
-    """A POSIX shell command that sends ``signal`` to the processes carrying ``marker``."""
-    entry = shlex.quote(f"{MARKER}={marker}")
-    return (f"for f in $(grep -lzxF {entry} /proc/[0-9]*/environ 2>/dev/null); do "
-            f"p=${{f#/proc/}}; kill -{shlex.quote(signal)} \"${{p%/environ}}\" 2>/dev/null; "
-            f"done; true")
+    """A POSIX shell command that sends ``signal`` to the processes carrying ``marker``.
+
+    Found by their environment, and by their command line: a command stopped the
+    moment it started may still be the login shell running :func:`with_marker`'s
+    line, which has the marker in its environment only once it has exec'd. A second
+    scan catches what was forked while the first one signalled.
+    """
+    entry = f"{MARKER}={marker}"
+    scan = (f"{{ grep -lzxF {shlex.quote(entry)} /proc/[0-9]*/environ; "
+            f"grep -lzF {shlex.quote(entry + ';')} /proc/[0-9]*/cmdline; }} 2>/dev/null")
+    return (f"for pass in 1 2; do found=$({scan}); [ -n \"$found\" ] || break; "
+            f"for f in $found; do p=${{f#/proc/}}; p=${{p%/*}}; [ \"$p\" = \"$$\" ] || "
+            f"kill -{shlex.quote(signal)} \"$p\" 2>/dev/null; done; done; true")
