@@ -17,6 +17,9 @@ if [ $# -eq 0 ]; then
 fi
 # From tests/ so that the installed package, not the source tree, is imported.
 cd tests
+# Two workers (pytest-xdist), one per core, each taking whole test files (their module
+# fixtures are servers): the tests share no loopback address (tests/loopback.py gives
+# each worker its own /16), no marker and no fixed port, so they can run side by side.
 # The slowest tests are listed before the summary: the whole CI run must stay under
-# 30 minutes, and this shows where the time goes.
-exec ../.venv/bin/python -m pytest -p no:cacheprovider --durations=30 "$@"
+# 20 minutes, and this shows where the time goes.
+exec ../.venv/bin/python -m pytest -p no:cacheprovider -n 2 --dist loadfile --durations=30 "$@"

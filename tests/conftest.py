@@ -202,3 +202,14 @@ def echo_port():
     threading.Thread(target=serve, daemon=True).start()
     yield listener.getsockname()[1]
     listener.close()
+
+
+@pytest.fixture
+def busy_port():
+    """A port in use on 127.0.0.1, where sshd binds a remote forward (GatewayPorts no,
+    whatever address is asked for): asking the server to listen there fails."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+    yield listener.getsockname()[1]
+    listener.close()

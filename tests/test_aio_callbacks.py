@@ -209,7 +209,8 @@ def test_direct_tcp_session_and_channel(server, login, run_loop, echo_port):
     assert run_loop(main()) == (b"ping " * 1000, True)
 
 
-def test_listeners_with_sessions_handlers_and_forwarders(server, login, run_loop, echo_port):
+def test_listeners_with_sessions_handlers_and_forwarders(server, login, run_loop, echo_port,
+                                                        busy_port):
     origins = []
 
     class Echo(aio.SSHTCPSession):
@@ -266,7 +267,7 @@ def test_listeners_with_sessions_handlers_and_forwarders(server, login, run_loop
             answers.append(await talk(listener.get_port(), b"through\n"))
             listener.close()
             with pytest.raises(aio.ChannelListenError, match=server.address):
-                await conn.create_server(sessions, "127.0.0.1", server.port)
+                await conn.create_server(sessions, "127.0.0.1", busy_port)
             return answers
     assert run_loop(main()) == [b"ABC\n", b"\ncba", b"", b"through\n"]
     assert origins == [("", 0)]   # libssh2 does not say where a connection came from

@@ -153,10 +153,10 @@ async def _failures(ssh, server, tmp_path, bad_key, blackhole) -> dict:
 
 
 @pytest.fixture
-def blackhole():
-    """A loopback port that accepts connections and never says anything."""
+def blackhole(server):
+    """A port on the server's address that accepts connections and never says anything."""
     listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
+    listener.bind((server.address, 0))
     listener.listen(64)
     yield listener.getsockname()[1]
     listener.close()
@@ -177,7 +177,7 @@ def test_failures_raise_what_asyncssh_raises(server, tmp_path, blackhole):
 
 
 def test_raised_errors_name_the_host_and_are_ours_too(server, login, run_loop, tmp_path,
-                                                      blackhole):
+                                                      blackhole, busy_port):
     async def main():
         caught = {}
         async with aio.connect(server.address, **login) as conn:
@@ -190,7 +190,7 @@ def test_raised_errors_name_the_host_and_are_ours_too(server, login, run_loop, t
             except exc.ProxyTargetError as err:
                 caught["tcp"] = err
             try:
-                await conn.forward_remote_port("127.0.0.1", server.port, "127.0.0.1", 1)
+                await conn.forward_remote_port("127.0.0.1", busy_port, "127.0.0.1", 1)
             except exc.SessionError as err:
                 caught["listen"] = err
             async with conn.start_sftp_client() as sftp:
