@@ -63,7 +63,7 @@ class ClientExecutor:
                 pool_size=args.parallel, ssh_config=config, processes=args.processes,
                 scheduler=scheduler, **connect.given())
         except ImportError:
-            raise UsageError("--scheduler needs Dask: pip install 'pssh[dask]' "
+            raise UsageError("--scheduler needs Dask: pip install 'pssh2[dask]' "
                              "(dask and distributed)") from None
         except OSError as err:  # no scheduler at that address
             raise UsageError(f"cannot reach the Dask scheduler {scheduler}: {err}") from None
