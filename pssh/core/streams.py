@@ -201,8 +201,9 @@ class CommandStreams:
                 yield from self._wait_for_output(deadline)
         if buffer.ended:
             # The other stream has usually ended too (one EOF covers the channel): then
-            # the exit status can be collected now.
-            self.read_some(1 - stream)
+            # the exit status can be collected now. Nobody reads it here either: it stays
+            # within the unread limit (this read went past it by up to a megabyte).
+            self.read_some(1 - stream, limited=True)
         if self.at_eof and self.auto_finish:
             yield from self.finish()
 
