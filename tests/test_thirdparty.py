@@ -63,11 +63,6 @@ INTENDED: Dict[str, Dict[str, tuple]] = {
         "send_scp/exit_status": (
             OneOf(0, 1), "handshake() sets TCP_NODELAY: the close is not held back by Nagle's "
             "algorithm, so it more often beats the command's exit status (0: none received)"),
-        # netssh2 reads a pty shell until it sees its prompt; the prompt printed before the
-        # command's output ends the read early on whichever side is slower to get the
-        # output (the originals, on a loaded machine): ours must get the output itself.
-        "shell": ([0, ["from the shell"]], "netssh2 stops at the first prompt it reads"),
-        "shell_again": ([0, ["again"]], "netssh2 stops at the first prompt it reads"),
     },
     "threadbare": {
         "undecodable_output": (
