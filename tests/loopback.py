@@ -7,7 +7,8 @@ that no two modules ever share one (a server of one module taken for another's, 
 "refused" address that answers). The tests run servers on 127.0.0.0/8, all of it
 loopback on Linux. This run takes the /16 ``127.<100 + worker>.0.0``, where ``worker``
 is pytest-xdist's worker number (0 without xdist), so that a run split over processes
-cannot collide either. 127.0.0.0/24 stays to the defaults of pssh itself (``pssh
+cannot collide either. ``PSSH_TESTS_SECOND_OCTET`` moves the first /16 (another checkout's
+run beside this one, say). 127.0.0.0/24 stays to the defaults of pssh itself (``pssh
 --embedded``, ``ServerGroup()``) and 127.0.1.0/24 to the machine (its own name).
 
 A block of addresses never crosses a /24: its hosts can be written as a range
@@ -22,7 +23,7 @@ from typing import List
 #: Addresses per /24 a block may take: .1 to .254.
 PER_NETWORK = 254
 #: The second number of worker 0's addresses.
-FIRST_SECOND_OCTET = 100
+FIRST_SECOND_OCTET = int(os.environ.get("PSSH_TESTS_SECOND_OCTET", "100"))
 
 
 def worker_number(worker_id: str = "") -> int:
