@@ -13,6 +13,7 @@ from distributed import Client, LocalCluster
 from pssh import exceptions as exc
 from pssh.clients.cluster import plan_shards, run_on_cluster
 from pssh.sshd import ServerGroup, free_port
+from loopback import address, addresses
 from processes import processes_with
 
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
@@ -20,7 +21,7 @@ ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(4, first_address=61) as g:
+    with ServerGroup(addresses=addresses(4)) as g:
         yield g
 
 
@@ -74,7 +75,7 @@ def test_plan_shards_by_label_then_size():
 def test_each_host_comes_back_once_as_it_completes(group, tmp_path, scheduler, start_worker):
     _, first = start_worker("w1", "any=1")
     _, second = start_worker("w2", "any=1")
-    refused = "127.0.0.1"
+    refused = address()   # nothing listens there
     hosts = group.hosts + [refused]
     from pssh.config import HostConfig
     configs = [HostConfig(port=group.port)] * len(group.hosts) + [HostConfig(port=free_port())]
@@ -158,7 +159,8 @@ def test_stop_stops_the_remote_commands(group, tmp_path, scheduler, start_worker
 
 
 def test_command_line_on_a_local_dask_cluster(group, tmp_path):
-    hosts = " ".join(group.hosts + ["127.0.0.1:1"])
+    refused = f"{address()}:1"
+    hosts = " ".join(group.hosts + [refused])
     result = subprocess.run(
         [sys.executable, "-m", "pssh", "run", "-H", hosts, "--port", str(group.port), "-k",
          group.keys.private(), "--no-agent", "-F", "none", "--known-hosts",
@@ -166,10 +168,10 @@ def test_command_line_on_a_local_dask_cluster(group, tmp_path):
          "echo out; exit 3"], capture_output=True, text=True, timeout=120, env=ENV)
     assert result.returncode == 1, result.stderr
     records = {r["host"]: r for r in map(json.loads, result.stdout.splitlines())}
-    assert set(records) == set(group.hosts) | {"127.0.0.1:1"}   # host:port: its port given
+    assert set(records) == set(group.hosts) | {refused}   # host:port: its port given
     assert all(records[h]["exit_code"] == 3 and records[h]["stdout"] == "out"
                for h in group.hosts)
-    assert "cannot connect" in records["127.0.0.1:1"]["error"]
+    assert "cannot connect" in records[refused]["error"]
     assert "distributed" not in result.stderr  # Dask's own logging stays quiet
 
 
@@ -181,7 +183,7 @@ def test_the_parallel_client_with_a_scheduler_keeps_its_api(group, tmp_path, sch
     from pssh.config import HostConfig
     _, first = start_worker("w1", "any=1")
     _, second = start_worker("w2", "any=1")
-    hosts = group.hosts + ["127.0.0.1"]
+    hosts = group.hosts + [address()]   # the last refuses
     configs = [HostConfig(port=group.port)] * len(group.hosts) + [HostConfig(port=free_port())]
     client = ParallelSSHClient(hosts, host_config=configs, scheduler=scheduler,
                                **options(group, tmp_path))

@@ -15,12 +15,13 @@ from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient
 from pssh.fanout.process import WORKER_MODULE, worker_count
 from pssh.sshd import ServerGroup, free_port
+from loopback import address, addresses
 from processes import alive, children_running, processes_with
 
 
 @pytest.fixture(scope="module")
 def group():
-    with ServerGroup(4, first_address=31) as g:
+    with ServerGroup(addresses=addresses(4)) as g:
         yield g
 
 
@@ -36,7 +37,7 @@ def worker_pids(client):
 
 
 def test_outputs_in_host_order_with_exit_codes_stdin_and_a_failed_host(group, tmp_path):
-    refused = ("127.0.0.1", free_port())
+    refused = (address(), free_port())   # nothing listens there
     hosts = group.hosts + [refused[0]]
     from pssh.config import HostConfig
     configs = [HostConfig(port=group.port) for _ in group.hosts] + [HostConfig(port=refused[1])]
