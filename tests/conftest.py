@@ -34,9 +34,10 @@ def pytest_runtest_setup(item):
 #: some moments after their client closed): only a process that stays pays it all.
 LEFT_BEHIND_GRACE = 15.0
 #: The modules checked for processes left behind: those whose tests were made to clean
-#: up. A module joins once its leaks are fixed (run it: each leak fails its test, naming
-#: the processes). Not all of them yet: many tests leave their clients to the collector,
-#: and a leak costs its test the whole grace above.
+#: up. A module joins once its leaks are fixed (run it with
+#: ``PSSH_TESTS_CHECK_EVERY_MODULE=1``: each leak fails its test, naming the processes).
+#: Not all of them yet: many tests leave their clients to the collector, and a leak costs
+#: its test the whole grace above.
 LEFT_BEHIND_CHECKED = {
     "test_aio", "test_channel", "test_lifetimes", "test_pssh_compat", "test_pssh_deadlines",
     "test_pssh_keepalive", "test_pssh_parallel", "test_pssh_transfer",
@@ -49,7 +50,8 @@ def no_process_left_behind(request):
     that was not there when the test began (after the module's and session's fixtures
     started their servers) and is still there when it has ended. A client or server not
     closed on some path is found here, not by the tests after it."""
-    if request.module.__name__ not in LEFT_BEHIND_CHECKED:
+    if (request.module.__name__ not in LEFT_BEHIND_CHECKED
+            and not os.environ.get("PSSH_TESTS_CHECK_EVERY_MODULE")):
         yield
         return
     before = set(descendants(os.getpid()))

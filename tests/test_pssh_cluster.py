@@ -4,7 +4,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -15,6 +14,7 @@ from pssh.clients.cluster import plan_shards, run_on_cluster
 from pssh.sshd import ServerGroup, free_port
 from loopback import address, addresses
 from processes import processes_with
+from waiting import eventually
 
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
@@ -55,9 +55,8 @@ def start_worker(scheduler):
     for proc in started:
         proc.kill()
         proc.wait()
-    deadline = time.monotonic() + 30
-    while scheduler.scheduler_info()["workers"] and time.monotonic() < deadline:
-        time.sleep(0.1)
+    eventually(lambda: not scheduler.scheduler_info()["workers"], 30,
+               "the scheduler to see its workers gone")
 
 
 def options(group, tmp_path):
@@ -117,10 +116,8 @@ def test_a_lost_worker_fails_its_hosts_or_reruns_them(group, tmp_path, scheduler
     with run_on_cluster(scheduler, group.hosts, f"echo start; {marker}; echo end",
                         labels=labels, shard_size=2, idempotent=idempotent,
                         **options(group, tmp_path)) as run:
-        deadline = time.monotonic() + 30
-        while len(processes_with(marker)) < 4 and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert len(processes_with(marker)) == 4  # both shards are running
+        eventually(lambda: len(processes_with(marker)), 30, "both shards running",
+                   equal_to=4)
         victim.send_signal(signal.SIGKILL)
         results = list(run)
     assert sorted(r.index for r in results) == [0, 1, 2, 3]  # each host once
@@ -140,20 +137,54 @@ def test_a_lost_worker_fails_its_hosts_or_reruns_them(group, tmp_path, scheduler
     assert victim_address not in {r.worker.split()[0] for r in results if r.exit_code == 0}
 
 
+@pytest.mark.parametrize("idempotent", [False, True], ids=["run-once", "idempotent"])
+def test_command_line_runs_a_lost_workers_hosts_again_only_with_idempotent(
+        group, tmp_path, scheduler, start_worker, idempotent):
+    """pssh run --scheduler ADDRESS [--idempotent]: the hosts of a worker killed mid-run
+    fail (exit 1, each named), or run again on the worker left."""
+    victim, _ = start_worker("victim", "any=1")
+    start_worker("survivor", "any=1")
+    marker = f"sleep 3.{uuid.uuid4().int % 10**9}"  # this test's commands alone
+    run = subprocess.Popen(
+        [sys.executable, "-m", "pssh", "run", "-H", " ".join(group.hosts), "--port",
+         str(group.port), "-k", group.keys.private(), "--no-agent", "-F", "none",
+         "--known-hosts", str(tmp_path / "known_hosts"), "--json",
+         "--scheduler", scheduler.scheduler.address, *(["--idempotent"] * idempotent),
+         "--", f"echo start; {marker}; echo end"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    try:
+        # Host i goes to shard i % 2: both workers hold two of the four. (The command
+        # line of pssh itself holds the marker too.)
+        eventually(lambda: len(set(processes_with(marker)) - {run.pid}), 60,
+                   "the four commands running", equal_to=4)
+        victim.kill()
+        out, err = run.communicate(timeout=120)
+    finally:
+        run.kill()
+        run.wait()
+    records = {r["host"]: r for r in map(json.loads, out.splitlines())}
+    assert set(records) == set(group.hosts), err
+    lost = [h for h, r in records.items() if r["error"]]
+    if idempotent:
+        assert run.returncode == 0 and lost == [], err
+        assert all(r["stdout"] == "start\nend" and r["exit_code"] == 0
+                   for r in records.values())
+        assert err.count("running it again (--idempotent)") == 2, err
+    else:
+        assert run.returncode == 1 and len(lost) == 2, err
+        assert all(h in records[h]["error"] and "was lost" in records[h]["error"] for h in lost)
+        assert all(records[h]["stdout"] == "start\nend" for h in records if h not in lost)
+
+
 def test_stop_stops_the_remote_commands(group, tmp_path, scheduler, start_worker):
     start_worker("w1", "any=1")
     marker = f"sleep 432.{uuid.uuid4().int % 10**9}"  # this test's commands alone
     run = run_on_cluster(scheduler, group.hosts, f"{marker}; echo never", shard_size=4,
                          **options(group, tmp_path))
-    deadline = time.monotonic() + 30
-    while len(processes_with(marker)) < 4 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert len(processes_with(marker)) == 4
+    eventually(lambda: len(processes_with(marker)), 30, "the four commands running",
+               equal_to=4)
     run.stop()  # returns once the tasks have stopped their commands
-    deadline = time.monotonic() + 5
-    while processes_with(marker) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert processes_with(marker) == []
+    eventually(lambda: processes_with(marker) == [], 5, "the commands stopped")
     results = list(run)
     assert len(results) == 4 and all(r.stdout == "" and r.exit_code != 0 for r in results)
 

@@ -174,19 +174,28 @@ class ClientExecutor:
                 log.warning("%s: a line longer than %d MiB: shown in pieces",
                             self.labels[index], MAX_LINE >> 20)
 
+        failed: List[BaseException] = []
+
         def pump(stream, stderr: bool) -> None:
-            lines = split_lines(stream.rw_buffer.chunks(), MAX_LINE, split)
-            for line in taking_turns(lines):
-                self.events.line(index, line.decode(output.encoding, "replace"), stderr)
+            try:
+                lines = split_lines(stream.rw_buffer.chunks(), MAX_LINE, split)
+                for line in taking_turns(lines):
+                    self.events.line(index, line.decode(output.encoding, "replace"), stderr)
+            except Exception as err:  # the host's failure: raised below (gevent's hub
+                failed.append(err)    # would print it as a crash), the other pump stops
+                gevent.killall([p for p in pumps if p is not gevent.getcurrent()],
+                               block=False)
 
         buffers = output.buffers
         assert buffers is not None  # a command that started (a failure was raised)
         pumps = [gevent.spawn(pump, buffers.stdout, False),
                  gevent.spawn(pump, buffers.stderr, True)]
         try:
-            gevent.joinall(pumps, raise_error=True)
+            gevent.joinall(pumps)
         finally:
             gevent.killall(pumps)
+        if failed:
+            raise failed[0]
         self.commands.pop(index, None)
         if output.exit_code is None:
             return None, ended_without_status(output.exit_signal), None

@@ -182,6 +182,12 @@ class Pipeline:
         running = self._running.get(index)
         if running is None or self.args.subcommand != "run":
             return
+        # Started again (--idempotent, its worker lost): its output is the new run's.
+        for earlier in running.files:
+            if earlier is not None:
+                earlier.close()
+        running.result.stdout.clear()
+        running.result.stderr.clear()
         args, host = self.args, running.result.host
         name = file_name(host)
         paths = [os.path.join(d, name) if d else None for d in (args.outdir, args.errdir)]

@@ -168,7 +168,12 @@ def run_task(job: str, init: Any, run_id: str, number: int) -> int:
     task's number."""
     import socket
 
-    from distributed import Event, get_worker
+    from distributed import Event, get_worker, secede
+    # A shard is a service that mostly waits on its hosts, for as long as its client
+    # lives: out of the worker's thread pool, it leaves the slot to other tasks, such as
+    # the one that takes over the shard of a worker that was lost (otherwise that one
+    # would wait for a free thread for ever).
+    secede()
     link = QueueLink(run_id, number)
     first = Event(f"{control_name(run_id, number)}-started")
     if first.is_set():  # an earlier attempt's worker was lost

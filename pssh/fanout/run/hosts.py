@@ -281,5 +281,10 @@ class ShardedHosts:
         self.call("_connect_only", host_i, host)
 
     def disconnect(self, host_i: int, host: str) -> None:
-        self.call("_disconnect_only", host_i, host)
+        """Close the host's connection in its worker; none to close if that worker is not
+        running (a lost worker's connections went with it): none is started for this."""
+        number = self._shard_of.get(host_i)
+        worker = self._workers[number] if number is not None and self._workers else None
+        if worker is not None and worker.alive:
+            worker.request("call", host_i, "_disconnect_only", (), {}, host=host)
 
