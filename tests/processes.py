@@ -140,11 +140,12 @@ def signal_each(pids, signum: int) -> list:
     return reached
 
 
-def in_syscall(tid: int):
-    """``(name, first argument)`` of the system call thread ``tid`` of this process is
-    blocked in (name None for a call not in :data:`SYSCALLS`), or None when it runs."""
+def in_syscall(tid: int, pid: object = "self"):
+    """``(name, first argument)`` of the system call thread ``tid`` of process ``pid``
+    (this one by default) is blocked in (name None for a call not in :data:`SYSCALLS`),
+    or None when it runs."""
     try:
-        with open(f"/proc/self/task/{tid}/syscall") as fh:
+        with open(f"/proc/{pid}/task/{tid}/syscall") as fh:
             fields = fh.read().split()
     except OSError:  # the thread ended
         return None

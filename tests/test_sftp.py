@@ -10,7 +10,8 @@ import pytest
 
 from conftest import connect
 from loopback import address
-from pssh.sshd import OpenSSHServer
+from processes import cmdline, in_syscall
+from pssh.sshd import OpenSSHServer, _descendants
 
 from ssh2 import exceptions as exc
 from ssh2.sftp import (LIBSSH2_FX_NO_SUCH_FILE, LIBSSH2_FXF_APPEND, LIBSSH2_FXF_CREAT,
@@ -19,6 +20,7 @@ from ssh2.sftp import (LIBSSH2_FX_NO_SUCH_FILE, LIBSSH2_FXF_APPEND, LIBSSH2_FXF_
                        LIBSSH2_SFTP_S_IFREG, LIBSSH2_SFTP_S_IRUSR, LIBSSH2_SFTP_S_IWUSR)
 from ssh2.session import PATCHED_LIBSSH2
 from ssh2.sftp_handle import SFTPAttributes, SFTPHandle, SFTPStatVFS
+from waiting import eventually
 
 WRITE_NEW = LIBSSH2_FXF_WRITE | LIBSSH2_FXF_CREAT | LIBSSH2_FXF_TRUNC
 
@@ -338,9 +340,31 @@ _THROTTLE = ("import os, sys, time\n"
              "    sys.stdout.buffer.write(data); sys.stdout.buffer.flush(); time.sleep(0.005)\n")
 
 
-def _requested_ahead(tmp_path, subsystem_tail, pause):
-    """Read 8 MiB of a 16 MiB file in 2 MiB reads, sleeping ``pause`` before each,
-    then stop: how far past those 8 MiB the client had asked the server to read."""
+def _answered(server) -> bool:
+    """Whether the server has answered every request it was sent: sftp-server and sshd's
+    session process wait in poll (the requests taken from the socket and the pipe, the
+    replies sent on), seen on two looks in a row. (The shell that runs sftp-server only
+    waits for it.)"""
+    waiting_in = ("poll", "ppoll", "select", "pselect6")
+
+    def idle() -> bool:
+        calls = {}
+        for pid in _descendants(server.process.pid):
+            program = os.path.basename(cmdline(pid).split(b"\0")[0])
+            if program not in (b"bash", b"sh"):
+                calls[program] = (in_syscall(pid, pid) or (None,))[0]
+        return b"sftp-server" in calls and all(c in waiting_in for c in calls.values())
+    if not idle():
+        return False
+    time.sleep(0.05)
+    return idle()
+
+
+def _requested_ahead(tmp_path, subsystem_tail, slow_reader):
+    """Read 8 MiB of a 16 MiB file in 2 MiB reads, then stop: how far past those 8 MiB
+    the client had asked the server to read. A ``slow_reader`` reads only once the
+    server has answered all it was asked (whatever the machine's load); otherwise it
+    reads at once."""
     (tmp_path / "big").write_bytes(os.urandom(16 * MIB))
     log_file = tmp_path / "sftp.log"
     config = [f"Subsystem sftp {SFTP_SERVER} -e -l DEBUG1 2>>{shlex.quote(str(log_file))}"
@@ -351,7 +375,8 @@ def _requested_ahead(tmp_path, subsystem_tail, pause):
         consumed = 0
         with sftp.open(str(tmp_path / "big"), LIBSSH2_FXF_READ, 0) as fh:
             while consumed < 8 * MIB:
-                time.sleep(pause)
+                if slow_reader:
+                    eventually(lambda: _answered(server), 30, "the server idle")
                 size, _ = fh.read(2 * MIB)
                 assert size > 0
                 consumed += size
@@ -365,16 +390,16 @@ def test_a_reader_slower_than_the_server_keeps_a_short_read_ahead(tmp_path):
     # Replies are waiting at every read: more requests in flight would only make
     # sshd queue (and copy) megabytes of replies. 2 MiB ahead, plus the request
     # that crosses that mark; unpatched libssh2 keeps 4 reads = 8 MiB in flight.
-    # The pause must leave the server time to send 2 MiB even on a loaded machine:
-    # one read that finds a reply still on its way rightly lengthens the pipeline
-    # (seen once in CI with 0.1 s).
-    assert _requested_ahead(tmp_path, "", pause=0.5) <= 2 * MIB + REQUEST
+    # (A fixed pause before each read lost to load: a read that finds a reply still on
+    # its way rightly lengthens the pipeline. The reader waits for the server instead.)
+    assert _requested_ahead(tmp_path, "", slow_reader=True) <= 2 * MIB + REQUEST
 
 
 @pytest.mark.usefixtures("patched_libssh2_and_sftp_server")
 def test_a_reader_waiting_on_a_slow_path_lengthens_its_read_ahead(tmp_path):
     throttle = tmp_path / "throttle.py"
     throttle.write_text(_THROTTLE)
-    ahead = _requested_ahead(tmp_path, f" | python3 {shlex.quote(str(throttle))}", pause=0)
+    ahead = _requested_ahead(tmp_path, f" | python3 {shlex.quote(str(throttle))}",
+                             slow_reader=False)
     assert ahead > 2 * MIB + REQUEST
     assert ahead <= 8 * MIB + REQUEST   # never more than libssh2's own cap
