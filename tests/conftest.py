@@ -39,8 +39,13 @@ LEFT_BEHIND_GRACE = 15.0
 #: Not all of them yet: many tests leave their clients to the collector, and a leak costs
 #: its test the whole grace above.
 LEFT_BEHIND_CHECKED = {
-    "test_aio", "test_channel", "test_lifetimes", "test_pssh_compat", "test_pssh_deadlines",
-    "test_pssh_keepalive", "test_pssh_parallel", "test_pssh_transfer",
+    "test_aio", "test_channel", "test_cli", "test_cli_modes", "test_cli_views",
+    "test_exceptions", "test_exit_status", "test_fanout", "test_front_ends",
+    "test_host_errors_keys", "test_host_errors_transfers", "test_hostile_names",
+    "test_hostile_output", "test_hostile_transfers", "test_lifetimes", "test_nonblocking",
+    "test_poll_cli", "test_pssh_cancel", "test_pssh_compat", "test_pssh_deadlines",
+    "test_pssh_keepalive", "test_pssh_parallel", "test_pssh_sharded", "test_pssh_transfer",
+    "test_session", "test_sftp", "test_stop_truth", "test_threads",
 }
 
 

@@ -20,9 +20,11 @@ def group():
 
 @pytest.fixture
 def client(group, tmp_path):
-    return ParallelSSHClient(group.hosts, port=group.port, pkey=group.keys.private(),
-                             allow_agent=False, identity_auth=False,
-                             known_hosts=str(tmp_path / "kh"), timeout=10)
+    client = ParallelSSHClient(group.hosts, port=group.port, pkey=group.keys.private(),
+                               allow_agent=False, identity_auth=False,
+                               known_hosts=str(tmp_path / "kh"), timeout=10)
+    yield client
+    client.close()  # its sshd sessions end with the test, not when it is collected
 
 
 def left(pattern):
