@@ -100,10 +100,17 @@ def parse_hosts(expressions: Iterable[str],
     return hosts
 
 
-def unique(hosts: Iterable[HostSpec]) -> List[HostSpec]:
+def unique(hosts: Iterable[HostSpec], user: Optional[str] = None,
+           port: Optional[int] = None) -> List[HostSpec]:
     """``hosts`` with each (user, host, port) once, where it first came: a host written
-    twice (``web1 web[1-2]``) is worked on once, as a node set holds each node once."""
-    return list(dict.fromkeys(hosts))
+    twice (``web1 web[1-2]``, or ``web1:2222`` with ``--port 2222``) is worked on once,
+    as a node set holds each node once. ``user``, ``port``: the run's own (``-l``,
+    ``--port``), for entries without one."""
+    seen: Dict[Tuple[Optional[str], str, Optional[int]], HostSpec] = {}
+    for host in hosts:
+        key = (host.user or user, host.host, host.port if host.port is not None else port)
+        seen.setdefault(key, host)
+    return list(seen.values())
 
 
 def exclude(hosts: Sequence[HostSpec], patterns: Iterable[str]) -> List[HostSpec]:

@@ -83,7 +83,7 @@ def _hosts(args) -> Iterator[Tuple[List[HostSpec], ConnectOptions, object]]:
     hosts = parse_hosts(args.host_specs)
     for path in args.host_files:
         hosts.extend(read_hosts_file(path))
-    hosts = unique(hosts)  # a host written twice runs once
+    hosts = unique(hosts, args.user, args.port)  # a host written twice runs once
     if hosts and args.exclude:
         hosts = exclude(hosts, args.exclude)
         if not hosts:
