@@ -53,8 +53,9 @@ def test_pssh_hosts_reads_node_sets():
         ["user@web1:2222", "user@web2:2222", "user@web3:2222"]
     assert pssh("hosts", "n[1-9/2]", "--fold").stdout == "n[1,3,5,7,9]\n"
     assert pssh("hosts", "web1 web[1-2],web1", "--count").stdout == "2\n"
+    assert pssh("hosts", "web[1-40]!web[13,27]", "--count").stdout == "38\n"
     result = pssh("hosts", "web[1-3],,db1")
-    assert result.returncode == 2 and "empty node between commas" in result.stderr
+    assert result.returncode == 2 and "a node is missing before ','" in result.stderr
 
 
 def test_commas_dash_w_and_node_set_exclusions_pick_the_hosts(group, tmp_path):
@@ -64,12 +65,13 @@ def test_commas_dash_w_and_node_set_exclusions_pick_the_hosts(group, tmp_path):
     assert result.returncode == 0, result.stderr
     assert sorted(streamed(result.stdout)) == \
         sorted((host, f"{host} {group.port}") for host in group.hosts)
-    # -w, with the hosts folded, less a node set of two of them
+    # -w, with the hosts folded, less a node set of two of them (-x, or ClusterShell's !)
     left_out = f"{group.hosts[1]},{group.hosts[2]}"
-    result = pssh("run", "-w", fold(group.hosts), "-x", left_out, *port,
-                  *conn(group, tmp_path), "--", WHERE)
-    assert result.returncode == 0, result.stderr
-    assert streamed(result.stdout) == [(group.hosts[0], f"{group.hosts[0]} {group.port}")]
+    for hosts in (["-w", fold(group.hosts), "-x", left_out],
+                  ["-w", f"{fold(group.hosts)}!{fold(group.hosts[1:])}"]):
+        result = pssh("run", *hosts, *port, *conn(group, tmp_path), "--", WHERE)
+        assert result.returncode == 0, result.stderr
+        assert streamed(result.stdout) == [(group.hosts[0], f"{group.hosts[0]} {group.port}")]
 
 
 def test_two_ports_on_one_address_are_two_hosts(group, second_port, tmp_path):

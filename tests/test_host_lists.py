@@ -40,6 +40,14 @@ GRAMMAR = [
     ("n[ 1-2]", True),
     ("n[1 ,2]", True),
     ("web[01-40]", True),
+    # ClusterShell's operators, read left to right: take away, keep the common ones.
+    ("web[1-40]!web[13,27]", True),
+    ("a[1-3]!a2,a5", True),
+    ("a5,a[1-3]!a5", True),
+    ("a[1-5]&a[3-8],b1", True),
+    ("a[1-3] ! a2", True),
+    ("a[1-5]!a[2-3]&a[1-4]", True),
+    ("a[1-3]!a9", True),
 ]
 
 
@@ -67,6 +75,7 @@ def test_names_keep_the_order_written():
 @pytest.mark.parametrize("expression", [
     "n[3-1]", "n[001-3]", "n[1-010]", "n[01-100]", "n[]", "n[1-]", "n[1-3]]", "n1]", "n[1",
     "a,,b", ",a", "a,", "n[1-2][3-4]", "n[5/2]", "n[1-5/0]", "x[a,b]", "n[[1]]",
+    "!a1", "a1!", "a1!!a2", "a1,!a2", "a1&",
 ])
 def test_what_clustershell_refuses_is_refused(expression):
     with pytest.raises(NodeSetParseError):
@@ -105,6 +114,15 @@ def test_users_ports_and_ipv6_around_node_sets(expression, expected):
 def test_bad_nodes(expression, message):
     with pytest.raises(UsageError, match=message.replace("[", r"\[")):
         parse_hosts([expression])
+
+
+def test_operators_act_within_their_expression_and_match_as_exclusions():
+    # Within one -H: web2 is taken away on every port, as -x web2 would.
+    assert hosts("web[1-3]:2222,web[1-3]!web2") == [
+        (None, "web1", 2222), (None, "web3", 2222), (None, "web1", None), (None, "web3", None)]
+    assert hosts("web[1-9]!web[3-9]*&web[1-5]") == [(None, "web1", None), (None, "web2", None)]
+    # Each -H is a set of its own: the second does not take away from the first.
+    assert [h.host for h in parse_hosts(["web1", "web[1-2]!web1"])] == ["web1", "web2"]
 
 
 def test_exclusions_take_node_sets_globs_users_and_ports():

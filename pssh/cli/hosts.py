@@ -1,9 +1,10 @@
 """Host lists for the command line: ``[user@]host[:port]`` nodes of ClusterShell's
 node-set grammar (:mod:`pssh.cli.nodeset`), host files, exclusions, labels, folding.
 
-``-H "web[1-3,7],db1 u@rack[1-2]-n[01-02]:2222"`` is seven hosts: commas and blanks
-separate nodes, and a node's user and port go with every name its brackets stand for
-(``u@rack1-n01:2222``, ...). ``[::1]:2222`` and a bare ``fe80::1`` are IPv6 addresses.
+``-H "web[1-3,7],db1 u@rack[1-2]-n[01-02]:2222"`` is nine hosts: commas and blanks
+separate nodes (``!`` and ``&`` take away and intersect, as ClusterShell's), and a
+node's user and port go with every name its brackets stand for (``u@rack1-n01:2222``,
+...). ``[::1]:2222`` and a bare ``fe80::1`` are IPv6 addresses.
 """
 from __future__ import annotations
 
@@ -82,19 +83,25 @@ def parse_host(token: str) -> List[HostSpec]:
 
 def parse_hosts(expressions: Iterable[str],
                 _reading: Tuple[str, ...] = ()) -> List[HostSpec]:
-    """Hosts of node-set ``expressions`` (``"web[1-3],db1 db2"``), in the order written;
-    a node ``^FILE`` reads a hosts file (as clush's ``-w ^file``)."""
+    """Hosts of node-set ``expressions`` (``"web[1-40]!web13,db1 db2"``), in the order
+    written; a node ``^FILE`` reads a hosts file (as clush's ``-w ^file``). ``!`` and
+    ``&`` act within their expression, matching as ``-x`` does (:func:`exclude`)."""
     hosts: List[HostSpec] = []
     for expression in expressions:
         try:
-            nodes = nodeset.split(expression)
+            terms = nodeset.terms(expression)
         except nodeset.NodeSetError as err:
             raise UsageError(str(err)) from None
-        for node in nodes:
-            if node.startswith("^"):
-                hosts.extend(read_hosts_file(node[1:], _reading))
-            else:
-                hosts.extend(parse_host(node))
+        these: List[HostSpec] = []
+        for operator, node in terms:
+            named = read_hosts_file(node[1:], _reading) if node.startswith("^") \
+                else parse_host(node)
+            if operator == ",":
+                these.extend(named)
+            else:  # "!" takes away the hosts a node names, "&" keeps only those
+                keep = operator == "&"
+                these = [h for h in these if any(_matches(h, n) for n in named) == keep]
+        hosts.extend(these)
         if len(hosts) > nodeset.MAX_NODES:
             raise UsageError(f"more than {nodeset.MAX_NODES} hosts")
     return hosts

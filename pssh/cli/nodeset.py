@@ -1,14 +1,16 @@
 """ClusterShell's node-set grammar (as ``clush -w`` and ``nodeset -e`` read it), for host lists.
 
-A node set is nodes separated by commas (and, here, blanks, as ``-H "a b"`` has always
-taken). A node may hold bracket groups, each a comma-separated list of numbers and
-ranges: ``web[1-3,7]``, zero-padded ``n[01-10]``, stepped ``n[1-9/2]`` (1, 3, 5, 7, 9),
-several groups ``rack[1-2]-n[1-3]`` (every combination). :func:`fold` is the inverse:
-names back into the shortest such form this module writes, which :func:`expand_all`
-reads back to the same names.
+A node set is nodes joined by operators, read left to right as ClusterShell reads them:
+``,`` (and, here, blanks, as ``-H "a b"`` has always taken) adds, ``!`` takes away,
+``&`` keeps only what both sides hold: ``web[1-40]!web[13,27],db1``. A node may hold
+bracket groups, each a comma-separated list of numbers and ranges: ``web[1-3,7]``,
+zero-padded ``n[01-10]``, stepped ``n[1-9/2]`` (1, 3, 5, 7, 9), several groups
+``rack[1-2]-n[1-3]`` (every combination). :func:`fold` is the inverse: names back into
+the shortest such form this module writes, which :func:`expand_all` reads back to the
+same names.
 
-ClusterShell's set operators (``!``, ``&``, ``^``) are not read: ``^`` already means a
-hosts file here, and ``-x`` does what ``!`` does.
+ClusterShell's ``^`` (either side, not both) is not read: a node ``^FILE`` is a hosts
+file here, as in clush's ``-w ^FILE``; nor are its ``@group`` names.
 """
 from __future__ import annotations
 
@@ -27,12 +29,18 @@ class NodeSetError(ValueError):
     """An expression that is not a node set; the message is one sentence for the user."""
 
 
-def split(text: str) -> List[str]:
-    """The nodes of ``text``, split at commas and blanks outside brackets, brackets left
-    unexpanded: ``"web[1-3,7],db1 db2"`` -> ``["web[1-3,7]", "db1", "db2"]``."""
-    items: List[str] = []
-    depth, start = 0, 0
-    for i, char in enumerate(text + ","):
+#: The operators between nodes: add, take away, keep only the common ones.
+OPERATORS = ",!&"
+
+
+def terms(text: str) -> List[Tuple[str, str]]:
+    """The (operator, node) pairs of ``text``, left to right, brackets unexpanded; the
+    first operator is ``,``, as is a blank between two nodes:
+    ``"web[1-3,7]!web2 db1"`` -> ``[(",", "web[1-3,7]"), ("!", "web2"), (",", "db1")]``."""
+    found: List[Tuple[str, str]] = []
+    pending: Optional[str] = None  # an operator written since the last node
+    word, depth = "", 0
+    for char in text:
         if char == "[":
             depth += 1
             if depth > 1:
@@ -41,29 +49,23 @@ def split(text: str) -> List[str]:
             depth -= 1
             if depth < 0:
                 raise NodeSetError(f"unbalanced brackets in {text!r}: ']' without '['")
-        elif char == "," and depth == 0 or i == len(text) and depth:
-            if depth:
-                raise NodeSetError(f"unbalanced brackets in {text!r}: '[' without ']'")
-            words = _split_blanks(text[start:i])
-            if not words and text.strip():  # ",a", "a,,b", "a,": a comma with nothing beside
-                raise NodeSetError(f"empty node between commas in {text!r}")
-            items.extend(words)
-            start = i + 1
-    return items
-
-
-def _split_blanks(text: str) -> List[str]:
-    """``text`` split at blanks outside brackets (``n[1, 3]`` stays one node)."""
-    words, depth, word = [], 0, ""
-    for char in text:
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char.isspace() and depth == 0:
+        if depth == 0 and (char in OPERATORS or char.isspace()):
             if word:
-                words.append(word)
-            word = ""
-        elif not char.isspace():
+                found.append((pending or ",", word))
+                word, pending = "", None
+            if char in OPERATORS:
+                if pending is not None or not found:
+                    raise NodeSetError(f"a node is missing before {char!r} in {text!r}")
+                pending = char
+        else:
             word += char
-    return [*words, word] if word else words
+    if depth:
+        raise NodeSetError(f"unbalanced brackets in {text!r}: '[' without ']'")
+    if word:
+        found.append((pending or ",", word))
+    elif pending is not None:
+        raise NodeSetError(f"a node is missing after {pending!r} in {text!r}")
+    return found
 
 
 def expand(node: str) -> List[str]:
@@ -130,11 +132,21 @@ def _width(digits: str) -> int:
 def expand_all(text: str) -> List[str]:
     """Every name of the node set ``text``, each once, in the order written."""
     names: Dict[str, None] = {}
-    for node in split(text):
-        names.update(dict.fromkeys(expand(node)))
+    for operator, node in terms(text):
+        names = combine(operator, names, dict.fromkeys(expand(node)))
         if len(names) > MAX_NODES:
             raise NodeSetError(f"{text!r} expands to more than {MAX_NODES} hosts")
     return list(names)
+
+
+def combine(operator: str, left: Dict[str, None], right: Dict[str, None]) -> Dict[str, None]:
+    """``left`` and ``right`` joined by ``operator`` (order kept: ``left``'s, then the
+    new names of ``right``)."""
+    if operator == ",":
+        return {**left, **right}
+    if operator == "!":
+        return {name: None for name in left if name not in right}
+    return {name: None for name in left if name in right}
 
 
 _NUMBER_OR_RANGE = re.compile(r"\[[^\]]*\]|\d+")
