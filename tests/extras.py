@@ -17,7 +17,7 @@ import pytest
 EXTRA_OF = {
     "dask": "dask", "distributed": "dask",
     "uvloop": "aio",
-    "asyncssh": "test", "grafana_foundation_sdk": "test",
+    "asyncssh": "test", "grafana_foundation_sdk": "test", "ClusterShell": "test",
     "mkdocs": "docs", "selenium": "docs",
     "paramiko": "bench", "hussh": "bench", "influxdb_client": "bench", "matplotlib": "bench",
 }

@@ -27,6 +27,8 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from pssh.cli.failures import failure, folded_failures
+
 _COLOURS = ("cyan", "magenta", "green", "yellow", "blue", "bright_cyan", "bright_magenta",
             "bright_green")
 
@@ -214,9 +216,9 @@ class Display:
         failed = [r for r in results if not r.ok]
         wall = time.monotonic() - self.started
         if not self.interactive:
-            for result in failed:
-                reason = result.error or f"exited with {result.exit_code}"
-                self.err.write(self._for_err(f"pssh: {result.host}: {reason}") + "\n")
+            # One line per distinct failure, under the folded set of its hosts.
+            for hosts, reason in folded_failures(failed):
+                self.err.write(self._for_err(f"pssh: {hosts}: {reason}") + "\n")
             self.err.flush()
             return
         table = Table(title=f"{self.title}: {len(results) - len(failed)}/{len(results)} hosts "
@@ -238,6 +240,6 @@ class Display:
             if self.show_bytes:
                 row.append(_size(result.transferred))
             if errors:
-                row.append(escape(self._for_err(result.error or "")))
+                row.append(escape(self._for_err(failure(result) if result.error else "")))
             table.add_row(*row)
         self._err_console.print(table)

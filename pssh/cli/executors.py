@@ -15,7 +15,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 import gevent
 
 from pssh import exceptions as exc
-from pssh.cli.hosts import HostSpec, UsageError, file_name
+from pssh.cli.hosts import HostSpec, UsageError, file_name, labels
 from pssh.cli.pipeline import HostEvents, ended_without_status
 from pssh.clients import ParallelSSHClient
 from pssh.clients.reader import split_lines
@@ -54,7 +54,7 @@ class ClientExecutor:
                  events: HostEvents) -> None:
         self.args = args
         self.events = events
-        self.labels = [h.label for h in hosts]
+        self.labels = labels(hosts, connect.port)  # as the pipeline names them
         scheduler = getattr(args, "scheduler", None)
         try:
             self.client = ParallelSSHClient(

@@ -8,6 +8,7 @@ from collections import defaultdict
 from typing import Dict, List, Tuple
 
 from pssh.cli.display import Display, HostResult
+from pssh.cli.failures import without_host
 from pssh.cli.hosts import fold
 
 Key = Tuple[Tuple[str, ...], Tuple[str, ...], str]
@@ -15,7 +16,9 @@ Key = Tuple[Tuple[str, ...], Tuple[str, ...], str]
 
 def _key(result: HostResult) -> Key:
     """What makes two hosts' outcomes the same: both streams and how it ended."""
-    ending = result.error if result.error is not None else f"exit {result.exit_code}"
+    # The error without the host's own name in it: the same failure on two hosts is one.
+    ending = without_host(result.error, result.host) if result.error is not None \
+        else f"exit {result.exit_code}"
     return tuple(result.stdout), tuple(result.stderr), ending
 
 

@@ -1,21 +1,20 @@
-"""Host lists for the command line: ``[user@]host[:port]``, ranges, host files, folding.
+"""Host lists for the command line: ``[user@]host[:port]`` nodes of ClusterShell's
+node-set grammar (:mod:`pssh.cli.nodeset`), host files, exclusions, labels, folding.
 
-Ranges expand as clush and pdsh write them: ``web[01-20]``, ``rack[1-2]-n[1-3]``;
-:func:`fold` writes a list of names back in that form (``web[01-05,07]``), on
-the last number of each name.
+``-H "web[1-3,7],db1 u@rack[1-2]-n[01-02]:2222"`` is nine hosts: commas and blanks
+separate nodes (``!`` and ``&`` take away and intersect, as ClusterShell's), and a
+node's user and port go with every name its brackets stand for (``u@rack1-n01:2222``,
+...). ``[::1]:2222`` and a bare ``fe80::1`` are IPv6 addresses.
 """
 from __future__ import annotations
 
 import fnmatch
 import os
-import re
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple
 
-_RANGE = re.compile(r"\[([^\[\]]*)\]")
-MAX_HOSTS = 100_000
-
+from pssh.cli import nodeset
 
 class UsageError(ValueError):
     """Bad command-line input; the message is one sentence for the user."""
@@ -49,153 +48,148 @@ def file_name(label: str) -> str:
     return name
 
 
-def _range_values(body: str, token: str) -> List[str]:
-    values: List[str] = []
-    for part in body.split(","):
-        start, dash, end = part.partition("-")
-        if not dash:
-            if not part:
-                raise UsageError(f"empty item in range [{body}] of {token!r}")
-            values.append(part)
-            continue
-        if not (start.isdigit() and end.isdigit()):
-            raise UsageError(f"bad range [{body}] in {token!r}: use numbers, as in [01-20]")
-        first, last = int(start), int(end)
-        if first > last:
-            raise UsageError(f"bad range [{body}] in {token!r}: {start} is after {end}")
-        width = len(start) if start.startswith("0") else 0
-        values.extend(str(n).zfill(width) for n in range(first, last + 1))
-    return values
-
-
-def expand(token: str) -> List[str]:
-    """``web[01-03,7].example`` -> web01.example, web02..., web07.example."""
-    match = _RANGE.search(token)
-    if match is None:
-        if "[" in token or "]" in token:
-            raise UsageError(f"unbalanced brackets in {token!r}")
-        return [token]
-    head, tail = token[:match.start()], token[match.end():]
-    names = [head + value + rest for value in _range_values(match.group(1), token)
-             for rest in expand(tail)]
-    if len(names) > MAX_HOSTS:
-        raise UsageError(f"{token!r} expands to more than {MAX_HOSTS} hosts")
-    return names
-
-
 def parse_host(token: str) -> List[HostSpec]:
-    """One ``[user@]host[:port]`` (host may hold ranges, IPv6 in ``[...]:port``)."""
+    """One node ``[user@]host[:port]``: ``host`` may hold bracket groups (``web[1-3]``),
+    the user and port then go with each name; IPv6 as ``[::1]:2222`` or a bare ``::1``."""
     user, at, rest = token.rpartition("@")
     if at and not user:
         raise UsageError(f"empty user name in {token!r}")
-    port: Optional[int] = None
-    if rest.startswith("[") and "]:" in rest and ":" in rest[1:rest.index("]")]:
-        rest, _, port_text = rest[1:].partition("]:")  # [::1]:2222
+    port_text = ""
+    ipv6 = rest.startswith("[") and ":" in rest[1:rest.find("]")]
+    if ipv6:  # [::1] or [::1]:2222
+        rest, _, after = rest[1:].partition("]")
+        if after and not after.startswith(":"):
+            raise UsageError(f"bad IPv6 address in {token!r}: write [ADDRESS]:PORT")
+        port_text = after[1:]
+        if after and not port_text:
+            raise UsageError(f"bad port '' in {token!r}")
     elif rest.count(":") == 1:
         rest, port_text = rest.split(":")
-    else:
-        port_text = ""
+        if not port_text:
+            raise UsageError(f"bad port '' in {token!r}")
+    port: Optional[int] = None
     if port_text:
         if not port_text.isdigit() or not 0 < int(port_text) < 65536:
             raise UsageError(f"bad port {port_text!r} in {token!r}")
         port = int(port_text)
     if not rest:
         raise UsageError(f"no host name in {token!r}")
-    names = [rest] if ":" in rest else expand(rest)
+    try:
+        names = [rest] if ":" in rest else nodeset.expand(rest)
+    except nodeset.NodeSetError as err:
+        raise UsageError(str(err)) from None
     return [HostSpec(name, user or None, port) for name in names]
 
 
-def parse_hosts(tokens: Iterable[str], _reading: Tuple[str, ...] = ()) -> List[HostSpec]:
-    """Hosts of ``tokens``; ``^FILE`` reads a hosts file (as clush's ``-w ^file``)."""
+def parse_hosts(expressions: Iterable[str],
+                _reading: Tuple[str, ...] = ()) -> List[HostSpec]:
+    """Hosts of node-set ``expressions`` (``"web[1-40]!web13,db1 db2"``), in the order
+    written; a node ``^FILE`` reads a hosts file (as clush's ``-w ^file``). ``!`` and
+    ``&`` act within their expression, matching as ``-x`` does (:func:`exclude`)."""
     hosts: List[HostSpec] = []
-    for token in tokens:
-        if token.startswith("^"):
-            hosts.extend(read_hosts_file(token[1:], _reading))
-        else:
-            hosts.extend(parse_host(token))
+    for expression in expressions:
+        try:
+            terms = nodeset.terms(expression)
+        except nodeset.NodeSetError as err:
+            raise UsageError(str(err)) from None
+        these: List[HostSpec] = []
+        for operator, node in terms:
+            named = read_hosts_file(node[1:], _reading) if node.startswith("^") \
+                else parse_host(node)
+            if operator == ",":
+                these.extend(named)
+            else:  # "!" takes away the hosts a node names, "&" keeps only those
+                keep = operator == "&"
+                these = [h for h in these if any(_matches(h, n) for n in named) == keep]
+        hosts.extend(these)
+        if len(hosts) > nodeset.MAX_NODES:
+            raise UsageError(f"more than {nodeset.MAX_NODES} hosts")
     return hosts
 
 
+def unique(hosts: Iterable[HostSpec], user: Optional[str] = None,
+           port: Optional[int] = None) -> List[HostSpec]:
+    """``hosts`` with each (user, host, port) once, where it first came: a host written
+    twice (``web1 web[1-2]``, or ``web1:2222`` with ``--port 2222``) is worked on once,
+    as a node set holds each node once. ``user``, ``port``: the run's own (``-l``,
+    ``--port``), for entries without one."""
+    seen: Dict[Tuple[Optional[str], str, Optional[int]], HostSpec] = {}
+    for host in hosts:
+        key = (host.user or user, host.host, host.port if host.port is not None else port)
+        seen.setdefault(key, host)
+    return list(seen.values())
+
+
 def exclude(hosts: Sequence[HostSpec], patterns: Iterable[str]) -> List[HostSpec]:
-    """``hosts`` without those matching any pattern: a host set (``web[01-04]``) or a
-    shell glob (``db*``)."""
-    names: Set[str] = set()
-    globs: List[str] = []
-    for pattern in patterns:
-        for token in pattern.replace(",", " ").split():
-            if any(c in token for c in "*?") and "[" not in token:
-                globs.append(token)
-            else:
-                names.update(spec.host for spec in parse_hosts([token]))
-    return [h for h in hosts if h.host not in names
-            and not any(fnmatch.fnmatchcase(h.host, g) for g in globs)]
+    """``hosts`` without those matching any pattern: a node set (``web[01-04],db1``) or a
+    shell glob (``db*``; brackets are the node set's). A pattern's user or port, when it
+    has one, must match too (``-x web1:2222`` leaves ``web1:22`` in)."""
+    excluded = parse_hosts(patterns)
+    return [h for h in hosts if not any(_matches(h, pattern) for pattern in excluded)]
 
 
-_NUMBER_OR_RANGE = re.compile(r"\[[^\]]*\]|\d+")
+def _matches(host: HostSpec, pattern: HostSpec) -> bool:
+    if pattern.user is not None and pattern.user != host.user:
+        return False
+    if pattern.port is not None and pattern.port != host.port:
+        return False
+    if any(c in pattern.host for c in "*?"):
+        return fnmatch.fnmatchcase(host.host, pattern.host)
+    return host.host == pattern.host
 
 
-def fold(names: Iterable[str]) -> str:
-    """Names folded into ranges: ``web[01-05,07],db1``, ``rack[1-2]-n[1-3]``.
+def labels(hosts: Sequence[HostSpec], port: Optional[int] = None) -> List[str]:
+    """How each of ``hosts`` is named in output, errors, JSON and files: ``host``;
+    ``host:port`` when a port was written with it, or when another entry has the same
+    address on another port (``port``: the run's own, for entries without one); and
+    ``user@...`` when only the user tells two entries apart."""
+    ports: Dict[str, Set[Optional[int]]] = defaultdict(set)
+    users: Dict[Tuple[str, Optional[int]], Set[Optional[str]]] = defaultdict(set)
+    for host in hosts:
+        ports[host.host].add(host.port if host.port is not None else port)
+        users[host.host, host.port if host.port is not None else port].add(host.user)
+    named = []
+    for host in hosts:
+        shown = host.port
+        if shown is None and len(ports[host.host]) > 1:
+            shown = port
+        label = HostSpec(host.host, port=shown).label
+        effective = host.port if host.port is not None else port
+        if host.user and len(users[host.host, effective]) > 1:
+            label = f"{host.user}@{label}"
+        named.append(label)
+    return named
 
-    Folds on the last number of each name, then again on the last number left
-    outside brackets, until nothing more folds. Each distinct name counts once;
-    zero-padded numbers keep their width (``01-10``); names without a number
-    stay as they are.
-    """
-    parts = list(dict.fromkeys(names))
-    while True:
-        folded = _fold_once(parts)
-        if folded == parts:
-            return ",".join(parts)
-        parts = folded
+
+def address_of(label: str) -> str:
+    """The host name or address in a label (``u@[::1]:22`` -> ``::1``)."""
+    rest = label.rpartition("@")[2]
+    if rest.startswith("[") and "]" in rest:
+        return rest[1:rest.index("]")]
+    return rest.rpartition(":")[0] if rest.count(":") == 1 else rest
 
 
-def _fold_once(names: List[str]) -> List[str]:
-    groups: Dict[Tuple[str, str, int], List[Tuple[int, str]]] = defaultdict(list)
-    order: List[Union[str, Tuple[str, str, int]]] = []
-    for name in names:
-        numbers = [m for m in _NUMBER_OR_RANGE.finditer(name) if m.group().isdigit()]
-        if not numbers:
-            order.append(name)
+def fold(labels: Iterable[str]) -> str:
+    """Host labels folded into a node set (``web[01-05,07],db1``) that
+    :func:`parse_hosts` reads back to the same hosts: a user or port goes with the
+    names folded beside it (``u@web[1-3]:2222``); IPv6 addresses stay as they are."""
+    groups: Dict[Tuple[str, str], List[str]] = {}
+    for label in dict.fromkeys(labels):
+        user, at, rest = label.rpartition("@")
+        head = user + at
+        if rest.startswith("[") or rest.count(":") > 1 or rest.count(":") == 1 and \
+                not rest.rpartition(":")[2].isdigit():  # IPv6, or not a label we made
+            groups.setdefault((label, ""), [])
             continue
-        last = numbers[-1]
-        head, digits, tail = name[:last.start()], last.group(), name[last.end():]
-        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
-        key = (head, tail, width)
-        if not groups[key]:
-            order.append(key)
-        groups[key].append((int(digits), digits))
-    # An unpadded number as wide as a padded group (the 10 of 01-10) joins that group.
-    for key in [k for k in groups if k[2] == 0]:
-        for value, digits in list(groups[key]):
-            padded = (key[0], key[1], len(digits))
-            if padded in groups:
-                groups[padded].append((value, digits))
-                groups[key].remove((value, digits))
+        name, colon, port = rest.rpartition(":") if ":" in rest else (rest, "", "")
+        groups.setdefault((head, colon + port), []).append(name)
     parts = []
-    for item in order:
-        if isinstance(item, str):
-            parts.append(item)
-        elif groups[item]:
-            head, tail, width = item
-            values = sorted({value for value, _ in groups[item]})
-            if len(values) == 1:
-                parts.append(f"{head}{str(values[0]).zfill(width)}{tail}")
-            else:
-                parts.append(f"{head}[{_ranges(values, width)}]{tail}")
-    return parts
-
-
-def _ranges(values: List[int], width: int) -> str:
-    spans, start = [], values[0]
-    following: List[Optional[int]] = [*values[1:], None]
-    for previous, value in zip(values, following):
-        if value is None or value != previous + 1:
-            spans.append(str(start).zfill(width) if start == previous
-                         else f"{str(start).zfill(width)}-{str(previous).zfill(width)}")
-            if value is not None:
-                start = value
-    return ",".join(spans)
+    for (head, tail), names in groups.items():
+        if not names:  # kept whole
+            parts.append(head)
+        else:
+            parts.extend(f"{head}{part}{tail}" for part in nodeset.fold_parts(names))
+    return ",".join(parts)
 
 
 #: Hosts files read within one another (``^FILE`` in a hosts file) at most.
@@ -219,14 +213,16 @@ def read_hosts_file(path: str, _reading: Tuple[str, ...] = ()) -> List[HostSpec]
         raise UsageError(f"hosts file {path} is not text") from None
     tokens = []
     for line in text.splitlines():
-        tokens.extend(line.split("#", 1)[0].split())
+        tokens.append(line.split("#", 1)[0])
     return parse_hosts(tokens, (*_reading, real))
 
 
 def print_hosts(args) -> int:
-    """``pssh hosts``: the expansion of the expressions, less the exclusions."""
+    """``pssh hosts``: the hosts of the expressions (positional and ``-H``/``-w``), each
+    once, less the exclusions."""
     try:
-        hosts = exclude(parse_hosts(args.expressions), args.exclude)
+        hosts = exclude(unique(parse_hosts([*args.expressions, *args.host_specs])),
+                        args.exclude)
     except UsageError as err:
         args.error(str(err))
     names = [f"{h.user + '@' if h.user else ''}{h.label}" for h in hosts]

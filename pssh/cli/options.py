@@ -94,14 +94,15 @@ class Parser(argparse.ArgumentParser):
 def _common(parser: argparse.ArgumentParser, subcommand: str) -> None:
     parser.add_argument("--help", action="help", help="show this help and exit")
     hosts = parser.add_argument_group("hosts")
-    hosts.add_argument("-H", "--host", dest="host_specs", action="append", default=[],
-                       metavar='"HOST ..."', help="hosts as [user@]host[:port], blank-separated;"
-                       " ranges like web[01-20].example; repeatable")
+    hosts.add_argument("-H", "-w", "--host", dest="host_specs", action="append", default=[],
+                       metavar='"HOST,..."', help="hosts as [user@]host[:port], separated by "
+                       "commas or blanks; node sets like web[01-20,25].example (ClusterShell's "
+                       "grammar; -w as clush and pdsh); repeatable")
     hosts.add_argument("-h", "--hosts", dest="host_files", action="append", default=[],
                        metavar="FILE", help="file of hosts, one or more per line, # comments")
     hosts.add_argument("-x", "--exclude", action="append", default=[], metavar="HOSTS",
-                       help="leave out these hosts: ranges (web[01-04]) or globs (db*); "
-                            "repeatable")
+                       help="leave out these hosts: node sets (web[01-04],db1) or globs "
+                            "(db*); repeatable")
     hosts.add_argument("--embedded", type=int, metavar="N",
                        help="start N local OpenSSH hosts (127.0.0.1..N) and use them")
     conn = parser.add_argument_group("connection")
@@ -200,13 +201,17 @@ def build() -> argparse.ArgumentParser:
                            description=DESCRIPTIONS["hosts"], epilog=textwrap.dedent("""
                                examples:
                                  pssh hosts "web[01-20]" -x "web[05-07]"
+                                 pssh hosts -w "web[1-3],db1" --fold
                                  pssh hosts --fold ^fleet.txt
                                  pssh hosts --count "rack[1-4]-n[01-32]"
                                """), formatter_class=argparse.RawDescriptionHelpFormatter)
-    hosts.add_argument("expressions", nargs="+", metavar="HOSTS",
-                       help="host expressions: [user@]host[:port] with ranges, or ^FILE")
+    hosts.add_argument("expressions", nargs="*", metavar="HOSTS",
+                       help="node sets of [user@]host[:port] (web[1-3,7],db1), or ^FILE")
+    hosts.add_argument("-H", "-w", "--host", dest="host_specs", action="append", default=[],
+                       metavar='"HOST,..."', help="more hosts, as the positional ones "
+                       "(the option run, copy, fetch and ping take); repeatable")
     hosts.add_argument("-x", "--exclude", action="append", default=[], metavar="HOSTS",
-                       help="leave out these hosts (ranges or globs); repeatable")
+                       help="leave out these hosts (node sets or globs); repeatable")
     shown = hosts.add_mutually_exclusive_group()
     shown.add_argument("--fold", action="store_true", help="print them folded into ranges")
     shown.add_argument("--count", action="store_true", help="print how many there are")
@@ -265,6 +270,8 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
 
 def _check(args: argparse.Namespace) -> None:
     if args.subcommand == "hosts":
+        if not args.expressions and not args.host_specs:
+            raise UsageError("no hosts given: pssh hosts \"web[1-3],db1\" (or -H ...)")
         return
     if args.subcommand == "poll":
         from pssh.cli import poll

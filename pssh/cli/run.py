@@ -17,7 +17,8 @@ from typing import Iterator, List, Tuple
 
 from pssh.cli import options
 from pssh.cli.display import Display
-from pssh.cli.hosts import HostSpec, UsageError, exclude, parse_hosts, read_hosts_file
+from pssh.cli.hosts import (HostSpec, UsageError, exclude, labels, parse_hosts,
+                            read_hosts_file, unique)
 from pssh.cli.pipeline import Pipeline
 from pssh.cli.signals import Stopped
 from pssh.options import ConnectOptions
@@ -79,12 +80,10 @@ def _hosts(args) -> Iterator[Tuple[List[HostSpec], ConnectOptions, object]]:
                 port=group.port, pkey=group.keys.private(), known_hosts=group.known_hosts_file(),
                 host_key_policy="strict", allow_agent=False, identity_auth=False), False
         return
-    specs: List[str] = []
-    for text in args.host_specs:
-        specs.extend(text.split())
-    hosts = parse_hosts(specs)
+    hosts = parse_hosts(args.host_specs)
     for path in args.host_files:
         hosts.extend(read_hosts_file(path))
+    hosts = unique(hosts, args.user, args.port)  # a host written twice runs once
     if hosts and args.exclude:
         hosts = exclude(hosts, args.exclude)
         if not hosts:
@@ -163,5 +162,5 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
     (``--scheduler``)."""
     _check_paths(args)
     from pssh.cli.executors import ClientExecutor
-    pipeline = Pipeline(args, [h.label for h in hosts], _display(args, hosts))
+    pipeline = Pipeline(args, labels(hosts, connect.port), _display(args, hosts))
     return pipeline.run(lambda events: ClientExecutor(args, hosts, connect, config, events))
