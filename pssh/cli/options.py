@@ -135,8 +135,14 @@ def _run_options(conn) -> None:
 
 
 def _login_options(conn) -> None:
-    conn.add_argument("--connect-timeout", type=float, default=10, metavar="SECONDS",
-                      help="time to connect and log in (default 10)")
+    conn.add_argument("--connect-timeout", type=float, metavar="SECONDS",
+                      help="time to connect and log in (default: ssh config "
+                           "ConnectTimeout, then 10)")
+    conn.add_argument("-O", "--ssh-option", dest="ssh_options", action="append", default=[],
+                      metavar="OPTION", help="an ssh_config option, as ssh -o: Key=Value or "
+                      "'Key Value', e.g. -O StrictHostKeyChecking=no -O ConnectTimeout=5; "
+                      "repeatable; the first value given for a key wins, over the ssh config "
+                      "file; flags such as --port and -l win over it")
     conn.add_argument("-k", "--key", metavar="FILE", help="private key file")
     conn.add_argument("-A", "--askpass", action="store_true",
                       help="ask for a password (not echoed) and log in with it; with -k, "
@@ -266,6 +272,8 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
 def _check(args: argparse.Namespace) -> None:
     if args.subcommand == "hosts":
         return
+    from pssh.cli.ssh_options import checked
+    args.ssh_options = checked(args.ssh_options)
     if args.subcommand == "poll":
         from pssh.cli import poll
         poll.check(args)
