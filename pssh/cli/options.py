@@ -7,6 +7,7 @@ import sys
 import textwrap
 from typing import List, NoReturn, Optional
 
+from pssh.cli.extras import MissingExtra
 from pssh.cli.hosts import UsageError
 
 EXIT_OK, EXIT_HOSTS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -108,13 +109,13 @@ def _common(parser: argparse.ArgumentParser, subcommand: str) -> None:
     conn.add_argument("-l", "--user", help="login name (default: ssh config, then you)")
     conn.add_argument("--port", type=int, help="port (default: ssh config, then 22)")
     if subcommand != "poll":  # (poll's own options: pssh.cli.poll)
-        _run_options(conn)
+        _run_options(conn, subcommand)
     _login_options(conn)
     if subcommand != "poll":
         _output_options(parser)
 
 
-def _run_options(conn) -> None:
+def _run_options(conn, subcommand: str) -> None:
     conn.add_argument("-p", "-f", "--parallel", "--fanout", type=int, default=100, metavar="N",
                       dest="parallel", help="hosts worked on at once, in host order, in all "
                       "(also with --processes or --scheduler; default 100)")
@@ -123,13 +124,13 @@ def _run_options(conn) -> None:
     conn.add_argument("--processes", metavar="N|auto", type=_processes,
                       help="shard the hosts over N worker processes (auto: one per core); "
                            "for runs bound by one core's CPU (default: one process)")
-    conn.add_argument("--scheduler", metavar="ADDRESS|local:N",
-                      help="run on a Dask cluster (tcp://host:8786), or on N local Dask "
-                           "worker processes started for the run (local:N); run and poll "
-                           "only")
-    conn.add_argument("--idempotent", action="store_true",
-                      help="with --scheduler: a host whose Dask worker is lost may run the "
-                           "command again elsewhere (otherwise it fails)")
+    if subcommand == "run":  # copy and fetch read and write local files: never on Dask's
+        conn.add_argument("--scheduler", metavar="ADDRESS|local:N",
+                          help="run on a Dask cluster (tcp://host:8786), or on N local Dask "
+                               "worker processes started for the run (local:N)")
+        conn.add_argument("--idempotent", action="store_true",
+                          help="with --scheduler: a host whose Dask worker is lost may run "
+                               "the command again elsewhere (otherwise it fails)")
     conn.add_argument("-t", "--timeout", type=float, metavar="SECONDS",
                       help="time each host may take in all (default: no limit)")
 
@@ -265,6 +266,9 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
         _check(args)
     except UsageError as err:
         sub.error(str(err))
+    except MissingExtra as err:  # one line: the option's usage is right, --help has nothing
+        sys.stderr.write(f"{sub.prog}: {err}\n")
+        sys.exit(EXIT_USAGE)
     args.error = sub.error
     return args
 
@@ -298,11 +302,11 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("--parallel must be at least 1")
     if args.processes == 1:
         args.processes = None  # one process: the plain client
-    if args.scheduler is not None:
-        if args.subcommand not in ("run", "poll"):
-            raise UsageError("--scheduler works with run and poll only")
+    if getattr(args, "scheduler", None) is not None:
         if args.processes is not None:
             raise UsageError("--processes cannot be used with --scheduler")
+        from pssh.cli.extras import require
+        require("dask", "--scheduler")
     elif getattr(args, "idempotent", False):
         raise UsageError("--idempotent goes with --scheduler")
     for name in ("timeout", "connect_timeout"):
