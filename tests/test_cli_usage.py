@@ -87,3 +87,51 @@ def test_each_subcommand_offers_the_dask_options_only_if_it_takes_them(subcomman
     for option in ("--scheduler", "--idempotent"):
         listed = re.search(rf"^  {option}\b", offered, re.M) is not None
         assert listed == (option in takes), option
+
+
+@pytest.mark.parametrize("subcommand, words", [
+    ("copy", ["local.txt", "/tmp/remote.txt"]), ("fetch", ["/etc/hostname", "here"]),
+    ("ping", [])])
+def test_a_dask_option_where_it_is_not_taken_points_to_that_help(subcommand, words):
+    result = pssh(subcommand, "-H", "127.0.0.1", "--scheduler", "local:2", *words)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"pssh {subcommand}: error: unrecognized arguments: --scheduler local:2"
+        if subcommand == "ping" else
+        f"pssh {subcommand}: error: unrecognized arguments: --scheduler {words[-1]}",
+        f"Try 'pssh {subcommand} --help' for more information."]
+
+
+@pytest.mark.parametrize("subcommand", SUBCOMMANDS)
+def test_an_unknown_option_points_to_the_subcommands_help(subcommand):
+    result = pssh(subcommand, "--no-such-option", "-H", "127.0.0.1", "x", "y")
+    assert result.returncode == 2
+    lines = result.stderr.splitlines()
+    assert "unrecognized arguments: --no-such-option" in lines[0], result.stderr
+    assert lines[-1] == f"Try 'pssh {subcommand} --help' for more information."
+
+
+@pytest.mark.parametrize("subcommand", SUBCOMMANDS)
+def test_dash_h_is_a_hosts_file_and_help_is_long_everywhere(subcommand):
+    offered = help_of(subcommand)
+    assert "-h FILE" in offered and "--help" in offered
+    assert "-h, --help" not in offered
+
+
+def test_pssh_hosts_reads_a_hosts_file_with_dash_h(tmp_path):
+    hosts_file = tmp_path / "fleet"
+    hosts_file.write_text("web[1-3] # the web tier\ndb1\n")
+    result = pssh("hosts", "-h", str(hosts_file), "-x", "web2")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["web1", "web3", "db1"]
+    result = pssh("hosts", "db9", "-h", str(hosts_file), "--count")
+    assert result.stdout == "5\n"
+
+
+def test_dash_h_before_the_subcommand_says_where_it_goes():
+    result = pssh("-h", "hosts.txt", "run", "--", "uptime")
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "pssh: error: -h FILE is a hosts file and goes after the subcommand, as in pssh run "
+        "-h hosts.txt -- uptime; --help shows help",
+        "Try 'pssh --help' for more information."]

@@ -195,23 +195,40 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _HostsFileFirst(argparse.Action):
+    """``pssh -h``: -h is a hosts file (classic pssh's), after the subcommand; --help is
+    help, everywhere."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace, values,
+                 option_string=None) -> NoReturn:
+        parser.error("-h FILE is a hosts file and goes after the subcommand, as in "
+                     "pssh run -h hosts.txt -- uptime; --help shows help")
+
+
 def build() -> argparse.ArgumentParser:
     parser = Parser(prog="pssh", description="Run commands and move files on many hosts over "
-                    "SSH at once.", epilog=EXIT_TEXT,
+                    "SSH at once.", epilog=EXIT_TEXT, add_help=False,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--help", action="help", help="show this help and exit")
+    parser.add_argument("-h", action=_HostsFileFirst, nargs="?", help=argparse.SUPPRESS)
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="subcommand", metavar="{run,copy,fetch,ping,poll,hosts}",
                                 parser_class=Parser)
     sub.required = True
-    hosts = sub.add_parser("hosts", help=DESCRIPTIONS["hosts"],
+    hosts = sub.add_parser("hosts", help=DESCRIPTIONS["hosts"], add_help=False,
                            description=DESCRIPTIONS["hosts"], epilog=textwrap.dedent("""
                                examples:
                                  pssh hosts "web[01-20]" -x "web[05-07]"
                                  pssh hosts --fold ^fleet.txt
+                                 pssh hosts -h fleet.txt -x "db*"
                                  pssh hosts --count "rack[1-4]-n[01-32]"
                                """), formatter_class=argparse.RawDescriptionHelpFormatter)
-    hosts.add_argument("expressions", nargs="+", metavar="HOSTS",
+    hosts.add_argument("--help", action="help", help="show this help and exit")
+    hosts.add_argument("expressions", nargs="*", metavar="HOSTS",
                        help="host expressions: [user@]host[:port] with ranges, or ^FILE")
+    hosts.add_argument("-h", "--hosts", dest="host_files", action="append", default=[],
+                       metavar="FILE", help="file of hosts, as for the other subcommands "
+                       "(the same as ^FILE)")
     hosts.add_argument("-x", "--exclude", action="append", default=[], metavar="HOSTS",
                        help="leave out these hosts (ranges or globs); repeatable")
     shown = hosts.add_mutually_exclusive_group()
@@ -258,10 +275,12 @@ def build() -> argparse.ArgumentParser:
 
 def parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = build()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
     # For error(): argparse has no public way to a subcommand's parser.
     sub = parser._subparsers._group_actions[0].choices[  # type: ignore[union-attr, index]
         args.subcommand]
+    if unknown:  # pointing to the subcommand's --help, where its options are
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         _check(args)
     except UsageError as err:
@@ -275,6 +294,9 @@ def parse(argv: Optional[List[str]]) -> argparse.Namespace:
 
 def _check(args: argparse.Namespace) -> None:
     if args.subcommand == "hosts":
+        if not args.expressions and not args.host_files:
+            raise UsageError("no hosts given: HOSTS expressions, or -h FILE")
+        args.expressions += [f"^{path}" for path in args.host_files]
         return
     from pssh.cli.ssh_options import checked
     args.ssh_options = checked(args.ssh_options)
