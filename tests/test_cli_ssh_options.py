@@ -116,8 +116,8 @@ def test_a_known_host_is_reached_under_strict_checking(group, known_hosts):
 
 def test_accept_new_adds_the_key_as_ssh_does(group, tmp_path):
     files = {name: tmp_path / name for name in ("ssh", "pssh")}
-    with_ssh(group, files["ssh"], "-o", f"Port={port(group)}",
-             "-o", "StrictHostKeyChecking=accept-new")
+    assert with_ssh(group, files["ssh"], "-o", f"Port={port(group)}",
+                    "-o", "StrictHostKeyChecking=accept-new")
     assert with_pssh(group, files["pssh"], "-O", f"Port={port(group)}",
                      "-O", "StrictHostKeyChecking=accept-new")
     # The same host key learnt (the lines' formats may differ: compare the keys).
@@ -143,6 +143,13 @@ def test_the_options_win_over_the_config_file_and_flags_over_them(group, known_h
     assert theirs.stdout == "reached\n"
     assert ours.returncode == 0, ours.stderr
     assert json.loads(ours.stdout)["stdout"] == "reached"
+
+
+def test_a_flag_wins_over_the_option_wherever_it_stands(group, known_hosts):
+    # (OpenSSH 9 lets whichever of -p and -o Port comes first win: pssh's flags always do.)
+    assert with_pssh(group, known_hosts, "-O", f"Port={REFUSED_PORT}", "--port", port(group))
+    assert not with_pssh(group, known_hosts, "-O", f"Port={port(group)}",
+                         "--port", REFUSED_PORT)
 
 
 @pytest.fixture
