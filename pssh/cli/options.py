@@ -7,6 +7,7 @@ import sys
 import textwrap
 from typing import List, NoReturn, Optional
 
+from pssh.cli.extras import MissingExtra
 from pssh.cli.hosts import UsageError
 
 EXIT_OK, EXIT_HOSTS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -109,13 +110,13 @@ def _common(parser: argparse.ArgumentParser, subcommand: str) -> None:
     conn.add_argument("-l", "--user", help="login name (default: ssh config, then you)")
     conn.add_argument("--port", type=int, help="port (default: ssh config, then 22)")
     if subcommand != "poll":  # (poll's own options: pssh.cli.poll)
-        _run_options(conn)
+        _run_options(conn, subcommand)
     _login_options(conn)
     if subcommand != "poll":
         _output_options(parser)
 
 
-def _run_options(conn) -> None:
+def _run_options(conn, subcommand: str) -> None:
     conn.add_argument("-p", "-f", "--parallel", "--fanout", type=int, default=100, metavar="N",
                       dest="parallel", help="hosts worked on at once, in host order, in all "
                       "(also with --processes or --scheduler; default 100)")
@@ -124,20 +125,26 @@ def _run_options(conn) -> None:
     conn.add_argument("--processes", metavar="N|auto", type=_processes,
                       help="shard the hosts over N worker processes (auto: one per core); "
                            "for runs bound by one core's CPU (default: one process)")
-    conn.add_argument("--scheduler", metavar="ADDRESS|local:N",
-                      help="run on a Dask cluster (tcp://host:8786), or on N local Dask "
-                           "worker processes started for the run (local:N); run and poll "
-                           "only")
-    conn.add_argument("--idempotent", action="store_true",
-                      help="with --scheduler: a host whose Dask worker is lost may run the "
-                           "command again elsewhere (otherwise it fails)")
+    if subcommand == "run":  # copy and fetch read and write local files: never on Dask's
+        conn.add_argument("--scheduler", metavar="ADDRESS|local:N",
+                          help="run on a Dask cluster (tcp://host:8786), or on N local Dask "
+                               "worker processes started for the run (local:N)")
+        conn.add_argument("--idempotent", action="store_true",
+                          help="with --scheduler: a host whose Dask worker is lost may run "
+                               "the command again elsewhere (otherwise it fails)")
     conn.add_argument("-t", "--timeout", type=float, metavar="SECONDS",
                       help="time each host may take in all (default: no limit)")
 
 
 def _login_options(conn) -> None:
-    conn.add_argument("--connect-timeout", type=float, default=10, metavar="SECONDS",
-                      help="time to connect and log in (default 10)")
+    conn.add_argument("--connect-timeout", type=float, metavar="SECONDS",
+                      help="time to connect and log in (default: ssh config "
+                           "ConnectTimeout, then 10)")
+    conn.add_argument("-O", "--ssh-option", dest="ssh_options", action="append", default=[],
+                      metavar="OPTION", help="an ssh_config option, as ssh -o: Key=Value or "
+                      "'Key Value', e.g. -O StrictHostKeyChecking=no -O ConnectTimeout=5; "
+                      "repeatable; the first value given for a key wins, over the ssh config "
+                      "file; flags such as --port and -l win over it")
     conn.add_argument("-k", "--key", metavar="FILE", help="private key file")
     conn.add_argument("-A", "--askpass", action="store_true",
                       help="ask for a password (not echoed) and log in with it; with -k, "
@@ -189,27 +196,44 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class _HostsFileFirst(argparse.Action):
+    """``pssh -h``: -h is a hosts file (classic pssh's), after the subcommand; --help is
+    help, everywhere."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace, values,
+                 option_string=None) -> NoReturn:
+        parser.error("-h FILE is a hosts file and goes after the subcommand, as in "
+                     "pssh run -h hosts.txt -- uptime; --help shows help")
+
+
 def build() -> argparse.ArgumentParser:
     parser = Parser(prog="pssh", description="Run commands and move files on many hosts over "
-                    "SSH at once.", epilog=EXIT_TEXT,
+                    "SSH at once.", epilog=EXIT_TEXT, add_help=False,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--help", action="help", help="show this help and exit")
+    parser.add_argument("-h", action=_HostsFileFirst, nargs="?", help=argparse.SUPPRESS)
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="subcommand", metavar="{run,copy,fetch,ping,poll,hosts}",
                                 parser_class=Parser)
     sub.required = True
-    hosts = sub.add_parser("hosts", help=DESCRIPTIONS["hosts"],
+    hosts = sub.add_parser("hosts", help=DESCRIPTIONS["hosts"], add_help=False,
                            description=DESCRIPTIONS["hosts"], epilog=textwrap.dedent("""
                                examples:
                                  pssh hosts "web[01-20]" -x "web[05-07]"
                                  pssh hosts -w "web[1-3],db1" --fold
                                  pssh hosts --fold ^fleet.txt
+                                 pssh hosts -h fleet.txt -x "db*"
                                  pssh hosts --count "rack[1-4]-n[01-32]"
                                """), formatter_class=argparse.RawDescriptionHelpFormatter)
+    hosts.add_argument("--help", action="help", help="show this help and exit")
     hosts.add_argument("expressions", nargs="*", metavar="HOSTS",
                        help="node sets of [user@]host[:port] (web[1-3,7],db1), or ^FILE")
     hosts.add_argument("-H", "-w", "--host", dest="host_specs", action="append", default=[],
                        metavar='"HOST,..."', help="more hosts, as the positional ones "
                        "(the option run, copy, fetch and ping take); repeatable")
+    hosts.add_argument("-h", "--hosts", dest="host_files", action="append", default=[],
+                       metavar="FILE", help="file of hosts, as for the other subcommands "
+                       "(the same as ^FILE)")
     hosts.add_argument("-x", "--exclude", action="append", default=[], metavar="HOSTS",
                        help="leave out these hosts (node sets or globs); repeatable")
     shown = hosts.add_mutually_exclusive_group()
@@ -256,23 +280,31 @@ def build() -> argparse.ArgumentParser:
 
 def parse(argv: Optional[List[str]]) -> argparse.Namespace:
     parser = build()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
     # For error(): argparse has no public way to a subcommand's parser.
     sub = parser._subparsers._group_actions[0].choices[  # type: ignore[union-attr, index]
         args.subcommand]
+    if unknown:  # pointing to the subcommand's --help, where its options are
+        sub.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         _check(args)
     except UsageError as err:
         sub.error(str(err))
+    except MissingExtra as err:  # one line: the option's usage is right, --help has nothing
+        sys.stderr.write(f"{sub.prog}: {err}\n")
+        sys.exit(EXIT_USAGE)
     args.error = sub.error
     return args
 
 
 def _check(args: argparse.Namespace) -> None:
     if args.subcommand == "hosts":
-        if not args.expressions and not args.host_specs:
-            raise UsageError("no hosts given: pssh hosts \"web[1-3],db1\" (or -H ...)")
+        if not args.expressions and not args.host_specs and not args.host_files:
+            raise UsageError("no hosts given: pssh hosts \"web[1-3],db1\" (or -H ..., -h FILE)")
+        args.expressions += [f"^{path}" for path in args.host_files]
         return
+    from pssh.cli.ssh_options import checked
+    args.ssh_options = checked(args.ssh_options)
     if args.subcommand == "poll":
         from pssh.cli import poll
         poll.check(args)
@@ -297,11 +329,11 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError("--parallel must be at least 1")
     if args.processes == 1:
         args.processes = None  # one process: the plain client
-    if args.scheduler is not None:
-        if args.subcommand not in ("run", "poll"):
-            raise UsageError("--scheduler works with run and poll only")
+    if getattr(args, "scheduler", None) is not None:
         if args.processes is not None:
             raise UsageError("--processes cannot be used with --scheduler")
+        from pssh.cli.extras import require
+        require("dask", "--scheduler")
     elif getattr(args, "idempotent", False):
         raise UsageError("--idempotent goes with --scheduler")
     for name in ("timeout", "connect_timeout"):

@@ -95,6 +95,9 @@ def _hosts(args) -> Iterator[Tuple[List[HostSpec], ConnectOptions, object]]:
 
 # What the command line does unless told otherwise: fail fast rather than retry.
 CLI_DEFAULTS = ConnectOptions(num_retries=1, retry_delay=0.5)
+#: Seconds to connect and log in, and for each request, unless --connect-timeout says
+#: (the connection's limit also gives way to the ssh config's ConnectTimeout and -O's).
+CONNECT_TIMEOUT = 10.0
 
 
 def _connect_options(args, base: ConnectOptions) -> ConnectOptions:
@@ -102,11 +105,15 @@ def _connect_options(args, base: ConnectOptions) -> ConnectOptions:
     command line's defaults."""
     if args.key is not None and not os.path.isfile(os.path.expanduser(args.key)):
         raise UsageError(f"key file {args.key} not found")
+    # --connect-timeout is parallel-ssh's timeout (connecting, and each request); without
+    # it, requests keep the default limit and connecting takes the ssh config's (_ssh_config).
+    limits = ConnectOptions(timeout=args.connect_timeout) if args.connect_timeout is not None \
+        else ConnectOptions(request_timeout=CONNECT_TIMEOUT)
     flags = ConnectOptions(user=args.user, port=args.port, pkey=args.key, allow_agent=args.agent,
-                           timeout=args.connect_timeout, known_hosts=args.known_hosts,
+                           known_hosts=args.known_hosts,
                            host_key_policy=args.host_key_policy, proxy_jump=args.jump,
                            forward_ssh_agent=args.forward_agent)
-    options = flags.over(base).over(CLI_DEFAULTS)
+    options = flags.over(limits).over(base).over(CLI_DEFAULTS)
     if args.askpass:
         try:
             options.password = getpass.getpass("Password: ")
@@ -116,13 +123,18 @@ def _connect_options(args, base: ConnectOptions) -> ConnectOptions:
     return options
 
 
-def _ssh_config(args, embedded_config):
-    if embedded_config is False or args.config == "none":
-        return False
-    try:
-        return SSHConfig.from_file(args.config) if args.config else load()
-    except SSHConfigError as err:
-        raise UsageError(str(err)) from None
+def _ssh_config(args, embedded_config) -> SSHConfig:
+    """The ssh config the hosts are resolved with: ``-O`` options first (as ``ssh -o``),
+    then the file (none for embedded hosts or ``-F none``), then the command line's
+    connection limit, which the file and ``-O`` override."""
+    file_config = None
+    if embedded_config is not False and args.config != "none":
+        try:
+            file_config = SSHConfig.from_file(args.config) if args.config else load()
+        except SSHConfigError as err:
+            raise UsageError(str(err)) from None
+    own = [f"ConnectTimeout {CONNECT_TIMEOUT:g}"] if args.connect_timeout is None else []
+    return SSHConfig.layered(args.ssh_options, file_config, own, origin="-O")
 
 
 def _check_paths(args) -> None:

@@ -42,6 +42,8 @@ _SINGLE = ("hostname", "user", "port", "identitiesonly", "proxyjump", "stricthos
            "userknownhostsfile", "connecttimeout", "serveraliveinterval",
            "serveralivecountmax", "compression", "forwardagent", "hostkeyalias",
            "ciphers", "macs", "kexalgorithms")
+#: The keywords this module interprets (every other is parsed and ignored).
+SUPPORTED_KEYWORDS = frozenset(_SINGLE + ("identityfile", "certificatefile"))
 _KEYWORD = re.compile(r"([^\s=]+)(?:\s*=\s*|\s+|$)(.*)")
 _POLICIES = {"yes": "strict", "ask": "strict", "accept-new": "accept-new", "no": "off",
              "off": "off"}
@@ -109,6 +111,12 @@ def _split(line: str, origin: str) -> Optional[Tuple[str, List[str]]]:
     return keyword.lower(), args
 
 
+def split_line(line: str, origin: str) -> Optional[Tuple[str, List[str]]]:
+    """One config line as (keyword in lower case, arguments); None for a blank line or a
+    comment. :class:`SSHConfigError` (naming ``origin``) for a line without a keyword."""
+    return _split(line, origin)
+
+
 class SSHConfig:
     """A parsed config; :meth:`lookup` resolves the options for one host."""
 
@@ -133,6 +141,26 @@ class SSHConfig:
         blocks: List[_Block] = [_Block("all", [], name)]
         cls._parse(text.splitlines(), name, blocks, 0)
         return cls(blocks, None)
+
+    @classmethod
+    def layered(cls, first: Iterable[str], config: Optional["SSHConfig"] = None,
+                last: Iterable[str] = (), origin: str = "command line") -> "SSHConfig":
+        """``config`` with ``first`` lines before it and ``last`` lines after it, each a
+        ``keyword value`` or ``keyword=value`` line applying to every host.
+
+        ``first`` is what ``ssh -o`` gives: as if written at the top of the file, so it
+        wins over the file (the first value obtained wins); ``last`` is a program's own
+        defaults, which the file overrides. Errors name ``origin``."""
+        def block(lines: Iterable[str]) -> _Block:
+            made = _Block("all", [], origin)
+            for text in lines:
+                parsed = _split(text, origin)
+                if parsed is not None:
+                    made.lines.append(_Line(parsed[0], parsed[1], origin))
+            return made
+        middle = config._blocks if config is not None else []
+        return cls([block(first), *middle, block(last)],
+                   config.path if config is not None else None)
 
     @classmethod
     def _read(cls, path: str, blocks: List[_Block], depth: int) -> None:
@@ -343,5 +371,5 @@ def parse_jump(spec: str) -> List[Tuple[Optional[str], str, Optional[int]]]:
     return hops
 
 
-__all__ = ["DEFAULT_PATH", "HostOptions", "SSHConfig", "SSHConfigError", "load", "local_user",
-           "parse_jump"]
+__all__ = ["DEFAULT_PATH", "SUPPORTED_KEYWORDS", "HostOptions", "SSHConfig", "SSHConfigError",
+           "load", "local_user", "split_line", "parse_jump"]
