@@ -30,8 +30,9 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The pages that may hold blocks, relative to the repository root.
 PAGE_GLOBS = ("README.md", "docs/*.md", "docs/**/*.md")
-BLOCK = re.compile(r"(<!-- figures:(?P<name>[a-z0-9-]+) -->\n)(?P<body>.*?)(<!-- /figures -->)",
-                   re.S)
+# A block may be indented (inside a list item): its text is indented the same.
+BLOCK = re.compile(r"^(?P<indent>[ ]*)(?P<open><!-- figures:(?P<name>[a-z0-9-]+) -->\n)"
+                   r"(?P<body>.*?)^(?P=indent)(?P<close><!-- /figures -->)", re.S | re.M)
 
 
 def load(name: str) -> dict:
@@ -194,9 +195,106 @@ def readme_performance() -> str:
         f"{number(five_hundred['parallel-ssh'], 1)}).")
 
 
+# --- the bundled libssh2's patches --------------------------------------------------------
+
+def _patch_ratios() -> Dict[str, str]:
+    """Each speed-up patch's effect, as a factor ("3.4×") from its stored measurements."""
+    patches = load("libssh2_patches")
+
+    def factor(before: float, after: float) -> str:
+        return f"{before / after:.1f}×"
+
+    def mean(values: Sequence[float]) -> float:
+        return sum(values) / len(values)
+
+    read_ahead = patches["0009-sftp-adaptive-read-ahead"]["sessions_per_s"]
+    return {
+        "aes-gcm": factor(**patches["0001-bulk-cipher-calls"]["cpu_ms_per_100mb"]),
+        "chacha20": factor(**patches["0005-chacha20-poly1305-on-evp"]["cpu_ms_per_100mb"]),
+        "read-ahead": factor(mean(read_ahead["after"]), mean(read_ahead["before"])),
+    }
+
+
+def readme_patch_effects() -> str:
+    patches = load("libssh2_patches")
+    ratio = _patch_ratios()
+    gcm = patches["0001-bulk-cipher-calls"]
+    chacha = patches["0005-chacha20-poly1305-on-evp"]
+    logins = patches["0008-openssh-keys-skip-pem-reader"]["cpu_ms_per_login"]
+    read_ahead = patches["0009-sftp-adaptive-read-ahead"]
+
+    def span(values: Sequence[float], decimals: int = 2) -> str:
+        low, high = number(min(values), decimals), number(max(values), decimals)
+        return low if low == high else f"{low}-{high}"
+
+    def login(key: str) -> str:
+        return f"{key} {span(logins[key]['before'])} → {span(logins[key]['after'])} ms"
+
+    sessions = read_ahead["sessions_per_s"]
+    return prose(
+        "What the speed-ups measured, each patch against the build without it (details in "
+        "[docs/benchmarks.md](docs/benchmarks.md)): `0001` "
+        f"{ratio['aes-gcm']} less client CPU for an {gcm['cipher']} download "
+        f"({number(gcm['cpu_ms_per_100mb']['before'])} → "
+        f"{number(gcm['cpu_ms_per_100mb']['after'])} ms per 100 MB); `0005` {ratio['chacha20']} "
+        f"less for {chacha['cipher']} ({number(chacha['cpu_ms_per_100mb']['before'])} → "
+        f"{number(chacha['cpu_ms_per_100mb']['after'])} ms); `0008` client CPU per key login "
+        f"{login('ed25519')}, {login('ecdsa')}; `0009` {ratio['read-ahead']} the sessions per "
+        f"second at {read_ahead['threads']} concurrent downloads ({span(sessions['before'], 1)} → "
+        f"{span(sessions['after'], 1)} sessions/s).")
+
+
+def patch_0001_measured() -> str:
+    gcm = load("libssh2_patches")["0001-bulk-cipher-calls"]
+    cpu, mb_s = gcm["cpu_ms_per_100mb"], gcm["mb_s"]
+    return prose(f"Measured, medians: client CPU per 100 MB {number(cpu['before'])} → "
+                 f"{number(cpu['after'])} ms, throughput {number(mb_s['before'])} → "
+                 f"{number(mb_s['after'])} MB/s ({gcm['cipher']}).")
+
+
+def patch_0005_measured() -> str:
+    chacha = load("libssh2_patches")["0005-chacha20-poly1305-on-evp"]
+    cpu, mb_s, later = (chacha["cpu_ms_per_100mb"], chacha["mb_s"],
+                        chacha["mb_s_once_0006_was_in"])
+    return prose(f"Measured: client CPU per 100 MB {number(cpu['before'])} → "
+                 f"{number(cpu['after'])} ms, throughput {number(mb_s['before'])} → "
+                 f"{number(mb_s['after'])} MB/s (then {number(later['before'])} → "
+                 f"{number(later['after'])} with the next patch).")
+
+
+def patch_0009_measured() -> str:
+    read_ahead = load("libssh2_patches")["0009-sftp-adaptive-read-ahead"]
+    sessions = read_ahead["sessions_per_s"]
+
+    def rounds(key: str) -> str:
+        return " / ".join(number(v, 1) for v in sessions[key])
+
+    return prose(f"Measured at {read_ahead['threads']} threads: {rounds('after')} sessions/s "
+                 f"against {rounds('before')} with the fixed 8 MiB; a fixed 2 MiB cap gave "
+                 f"{rounds('fixed_2mib_cap')} but would cap a single download at 2 MiB per round "
+                 "trip (40 MB/s at 50 ms).")
+
+
+def unpatched_cost() -> str:
+    ratio = _patch_ratios()
+    return prose(
+        "A build against a libssh2 without our patches (the system's, or a `LIBSSH2_PREFIX` "
+        "without our patches' `patches.sha256`) prints a warning and sets "
+        "`ssh2.session.PATCHED_LIBSSH2` (and `HOST_CERTIFICATES`) to False. What is then "
+        "missing: OpenSSH host certificates (libssh2 refuses the `*-cert-v01@openssh.com` host "
+        "keys), the one-round-trip key login, and the speed-ups: AES-GCM costs "
+        f"{ratio['aes-gcm']} and ChaCha20-Poly1305 {ratio['chacha20']} the client CPU, and SFTP "
+        "downloads go in 30,000-byte reads; `pssh --version` says \"unpatched\".")
+
+
 #: Block name -> the function that writes its text.
 BLOCKS: Dict[str, Callable[[], str]] = {
     "readme-performance": readme_performance,
+    "readme-patch-effects": readme_patch_effects,
+    "unpatched-cost": unpatched_cost,
+    "patch-0001-measured": patch_0001_measured,
+    "patch-0005-measured": patch_0005_measured,
+    "patch-0009-measured": patch_0009_measured,
     "ramp-operations": ramp_operations,
     "ramp-channel-open": ramp_channel_open,
     "post-auth-stall": post_auth_stall,
@@ -220,8 +318,11 @@ def render(text: str, where: str = "page") -> str:
         if name not in BLOCKS:
             raise ValueError(f"{where}: unknown figures block {name!r} (known: "
                            f"{', '.join(BLOCKS)})")
+        indent = match["indent"]
+        text = "\n".join(indent + line if line else line
+                         for line in BLOCKS[name]().split("\n"))
         # A blank line on each side keeps a generated table a table in Markdown.
-        return f"{match[1]}\n{BLOCKS[name]()}\n\n{match[4]}"
+        return f"{indent}{match['open']}\n{text}\n\n{indent}{match['close']}"
     return BLOCK.sub(body, text)
 
 

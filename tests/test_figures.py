@@ -26,7 +26,8 @@ def test_every_page_shows_the_figures_the_stored_results_give():
 def test_the_readme_summary_and_the_benchmark_page_are_generated_blocks():
     readme = (REPO / "README.md").read_text()
     page = (REPO / "docs" / "benchmarks.md").read_text()
-    assert figures.blocks_in(readme) == ["readme-performance"]
+    assert figures.blocks_in(readme) == ["readme-patch-effects", "unpatched-cost",
+                                         "readme-performance"]
     assert set(figures.blocks_in(page)) >= {"ramp-operations", "ramp-channel-open",
                                             "sftp-results", "fanout-rtt50", "post-auth-stall"}
     # Every generator is used by some page, and every page's block has a generator.
@@ -39,6 +40,17 @@ def test_no_figure_in_the_readme_performance_section_is_typed_by_hand():
     section = readme.split("\n## Performance\n", 1)[1].split("\n#", 1)[0]
     outside = figures.BLOCK.sub("", section)
     assert not re.search(r"\d", outside), outside
+
+
+#: A measured figure: a factor (3.4×, 2.1x), a rate or a duration. Versions (1.x) are not.
+MEASURED = re.compile(r"(?<![\d.])\d[\d,]*(\.\d+)?\s?(×|MB/s|ms\b|sessions/s)"
+                      r"|(?<![\d.])\d+(\.\d+)?x\b")
+
+
+def test_the_readme_and_install_page_quote_no_measured_figure_outside_a_block():
+    for page in (REPO / "README.md", REPO / "docs" / "install.md"):
+        outside = figures.BLOCK.sub("", page.read_text())
+        assert [m[0] for m in MEASURED.finditer(outside)] == [], page
 
 
 def test_every_stored_result_is_shown_and_every_figure_shown_is_stored(monkeypatch):
