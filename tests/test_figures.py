@@ -47,8 +47,8 @@ MEASURED = re.compile(r"(?<![\d.])\d[\d,]*(\.\d+)?\s?(×|MB/s|ms\b|sessions/s)"
                       r"|(?<![\d.])\d+(\.\d+)?x\b")
 
 
-def test_the_readme_and_install_page_quote_no_measured_figure_outside_a_block():
-    for page in (REPO / "README.md", REPO / "docs" / "install.md"):
+def test_the_readme_and_the_pages_quoting_benchmarks_have_no_measured_figure_outside_a_block():
+    for page in (REPO / "README.md", REPO / "docs" / "install.md", REPO / "docs" / "asyncio.md"):
         outside = figures.BLOCK.sub("", page.read_text())
         assert [m[0] for m in MEASURED.finditer(outside)] == [], page
 
