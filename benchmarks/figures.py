@@ -45,8 +45,12 @@ def number(value: Optional[float], decimals: int = 0, missing: str = "n/a") -> s
     return missing if value is None else f"{value:,.{decimals}f}"
 
 
-def table(header: Sequence[str], rows: Iterable[Sequence[str]], first_left: bool = True) -> str:
-    align = ["---" if first_left and i == 0 else "---:" for i in range(len(header))]
+def table(header: Sequence[str], rows: Iterable[Sequence[str]], first_left: bool = True,
+          numbers_right: bool = True) -> str:
+    """A Markdown table: the first column left-aligned (unless not ``first_left``), the others
+    right-aligned as numbers (unless not ``numbers_right``)."""
+    align = ["---" if (first_left and i == 0) or not numbers_right else "---:"
+             for i in range(len(header))]
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
@@ -269,6 +273,31 @@ def asyncio_speed() -> str:
         f"{_times(sftp['ours_aio_per_round']['asyncssh'])} asyncssh.")
 
 
+# --- scaling out ----------------------------------------------------------------------------
+
+def scaling_table() -> str:
+    scaling = load("scaling")
+    rows = [[str(r["hosts"]), r["mode"], f"{r['ok']}/{r['hosts']}", number(r["wall_s"], 2),
+             f"{number(r['client_cpu_ms_per_host'], 2)} ({number(r['parent_cpu_ms_per_host'], 2)})",
+             number(r["sshd_cpu_ms_per_login"], 1), number(r["sshd_bound_limit_s"], 2),
+             number(r["wall_over_limit"], 2),
+             f"{r['client_peak_rss_mib']} ({r['worker_peak_rss_mib']})",
+             f"{number(r['wall_vs_single'], 2)}x"] for r in scaling["rows"]]
+    return table(["hosts", "mode", "ok", "wall s", "client CPU ms/host (parent)",
+                  "sshd CPU ms/login", "sshd-bound limit s", "wall / limit",
+                  "client peak RSS MiB (worker)", "wall vs single"], rows, numbers_right=False)
+
+
+def scaling_intro() -> str:
+    single = [r["client_cpu_ms_per_host"] for r in load("scaling")["rows"]
+              if r["mode"] == "single"]
+    return prose(
+        f"One gevent hub is one core. Our client spends {_span(single, 1)} ms of CPU per host to "
+        "connect, log in, run a command and collect its output (more with start-up, keys "
+        "without `.pub`, or big outputs), so one process tops out at several hundred logins a "
+        "second. Two ways past that, with the API you already use.")
+
+
 # --- the README's summary -----------------------------------------------------------------
 
 def readme_performance() -> str:
@@ -412,6 +441,8 @@ BLOCKS: Dict[str, Callable[[], str]] = {
     "aio-rtt50": aio_rtt50,
     "aio-sftp": aio_sftp,
     "asyncio-speed": asyncio_speed,
+    "scaling-table": scaling_table,
+    "scaling-intro": scaling_intro,
     "sftp-results": sftp_results,
     "fanout-rtt50": fanout_rtt50,
 }

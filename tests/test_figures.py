@@ -48,7 +48,8 @@ MEASURED = re.compile(r"(?<![\d.])\d[\d,]*(\.\d+)?\s?(×|MB/s|ms\b|sessions/s)"
 
 
 def test_the_readme_and_the_pages_quoting_benchmarks_have_no_measured_figure_outside_a_block():
-    for page in (REPO / "README.md", REPO / "docs" / "install.md", REPO / "docs" / "asyncio.md"):
+    for page in (REPO / "README.md", *(REPO / "docs" / name for name in
+                                      ("install.md", "asyncio.md", "scaling.md"))):
         outside = figures.BLOCK.sub("", page.read_text())
         assert [m[0] for m in MEASURED.finditer(outside)] == [], page
 
