@@ -92,3 +92,32 @@ def test_a_block_of_an_unknown_name_is_an_error_not_left_as_it_is(tmp_path):
     result = run_figures("--check", "--root", str(tmp_path))
     assert result.returncode != 0
     assert "unknown figures block 'typo'" in result.stderr
+
+
+def close(computed, stored, tolerance):
+    """Equal but for the rounding of the stored figures."""
+    return abs(computed - stored) <= tolerance * abs(stored)
+
+
+def test_the_stored_ratios_agree_with_the_stored_measurements():
+    # A figure mistyped into a results file would put a ratio out of step with what it is a
+    # ratio of (only where the run computed it from the same medians: per-round ratios are not).
+    ramp = figures.load("ramp")
+    for op, medians in ramp["median_ms"].items():
+        for lib, speedup in ramp["speedup_vs_paramiko"][op].items():
+            if speedup is not None and medians[lib] and medians["paramiko"]:
+                assert close(medians["paramiko"] / medians[lib], speedup, 0.03), (op, lib)
+    scaling = figures.load("scaling")
+    single = {r["hosts"]: r["wall_s"] for r in scaling["rows"] if r["mode"] == "single"}
+    for row in scaling["rows"]:
+        limit = row["sshd_cpu_ms_per_login"] * row["hosts"] / scaling["cores"] / 1000
+        assert close(limit, row["sshd_bound_limit_s"], 0.02), row
+        assert close(row["wall_s"] / row["sshd_bound_limit_s"], row["wall_over_limit"], 0.02), row
+        assert close(row["wall_s"] / single[row["hosts"]], row["wall_vs_single"], 0.02), row
+        assert row["ok"] == row["hosts"]
+    for hosts, walls in figures.load("fanout_rtt50")["wall_s"].items():
+        assert close(walls["ours"] / walls["asyncssh"], walls["ours / asyncssh"], 0.02), hosts
+    patches = figures.load("libssh2_patches")
+    for name in ("0001-bulk-cipher-calls", "0005-chacha20-poly1305-on-evp"):
+        cpu = patches[name]["cpu_ms_per_100mb"]
+        assert cpu["after"] < cpu["before"], name
