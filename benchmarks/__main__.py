@@ -17,6 +17,7 @@ import platform
 import shlex
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
@@ -212,9 +213,14 @@ def run(args, parser) -> int:
             raw.close()
     sink_reports = [sink.close() for sink in sinks]
 
-    text = summary_text(result.records, args.baseline, result.versions, steps, seconds,
-                        args.cipher, run_id, result.steps)
+    setting = RunSetting(machine=machine_line(), steps=list(steps), seconds=seconds,
+                         cipher=args.cipher, command=shlex.join(sys.argv[1:]))
+    text = summary_text(result.records, args.baseline, result.versions, setting, run_id,
+                        result.steps)
     (out / "steps.json").write_text(json.dumps([s.__dict__ for s in result.steps], indent=1))
+    # What the raw file cannot tell (the time per step, the cipher, the command), kept so
+    # that `report` on this folder later says what this run said.
+    (out / RUN_FILE).write_text(json.dumps(setting.__dict__, indent=1))
     (out / "report.md").write_text(text + "\n")
     print(text)
     for sink_report in sink_reports:
@@ -230,19 +236,50 @@ def run(args, parser) -> int:
     return 1 if failed else 0
 
 
-def summary_text(records, baseline, versions, steps, seconds, cipher, run_id,
+#: Beside the raw file: the run's setting (RunSetting as JSON).
+RUN_FILE = "run.json"
+
+
+@dataclass
+class RunSetting:
+    """How a ramp was run: what its report states beside the measured figures."""
+    machine: str
+    steps: List[int]
+    seconds: Optional[float]    # None: not recorded (a run older than run.json)
+    cipher: Optional[str]
+    command: Optional[str]
+
+
+def machine_line() -> str:
+    return f"{platform.node()}, {platform.machine()}, Python {platform.python_version()}"
+
+
+def read_setting(raw: Path, records: List[dict]) -> RunSetting:
+    """The setting a run stored beside ``raw``; for an older run without it, what the
+    records tell (the steps), and the rest said to be unknown rather than guessed."""
+    stored = raw.parent / RUN_FILE
+    if stored.exists():
+        return RunSetting(**json.loads(stored.read_text()))
+    return RunSetting(machine="not recorded", steps=sorted({r["concurrency"] for r in records}),
+                      seconds=None, cipher=None, command=None)
+
+
+def summary_text(records, baseline, versions, setting: RunSetting, run_id,
                  step_results=()) -> str:
     libs = ", ".join(f"{lib} {versions.get(lib) or ''}".strip() for lib in
                      report.libraries_in(records))
+    each = "time per step not recorded" if setting.seconds is None \
+        else f"{setting.seconds:g} s each"
+    cipher = setting.cipher or ("each library default" if setting.command is not None
+                                else "not recorded")
     return "\n".join([
         f"# Ramp {run_id}",
         "",
-        f"Machine: {platform.node()}, {platform.machine()}, Python {platform.python_version()}; "
-        f"steps {' '.join(map(str, steps))} threads, {seconds:g} s each; "
-        f"cipher: {cipher or 'each library default'}.",
+        f"Machine: {setting.machine}; "
+        f"steps {' '.join(map(str, setting.steps))} threads, {each}; cipher: {cipher}.",
         f"Libraries: {libs}.",
         f"Sessions: {report.session_counts(records)}.",
-        f"Command: python -m benchmarks {shlex.join(sys.argv[1:])}",
+        f"Command: python -m benchmarks {setting.command or '(not recorded)'}",
         "",
         f"## Median per operation, all steps (speed-up vs {baseline}: > 1 is faster)",
         "",
@@ -264,13 +301,12 @@ def report_command(args) -> int:
     if not records:
         print(f"python -m benchmarks report: no sessions in {args.raw}", file=sys.stderr)
         return 2
-    steps = sorted({r["concurrency"] for r in records})
     versions = {r["library"]: r.get("version") for r in records}
     steps_file = args.raw.parent / "steps.json"
     step_results = [StepResult(**s) for s in json.loads(steps_file.read_text())] \
         if steps_file.exists() else []
-    print(summary_text(records, args.baseline, versions, steps, 0, None, records[0]["run_id"],
-                       step_results))
+    print(summary_text(records, args.baseline, versions, read_setting(args.raw, records),
+                       records[0]["run_id"], step_results))
     if not args.no_plots:
         for path in report.plot(records, args.out or args.raw.parent):
             print(f"[bench] chart: {path}", file=sys.stderr)

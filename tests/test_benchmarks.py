@@ -83,9 +83,16 @@ def test_ramp_records_every_operation_and_draws_the_table_and_charts(tmp_path):
     for chart in charts:
         height, width, _ = imread(chart).shape
         assert width > 800 and height > 300
-    # The same tables again from the raw file alone.
+    # The same report again from the run's folder: every line as the run wrote it, the time
+    # per step (1 s here) and the command included.
+    assert "1 s each" in table
     again = bench("report", str(tmp_path / "sessions.csv"), "--no-plots")
-    assert again.returncode == 0 and "| sftp_read |" in again.stdout
+    assert again.returncode == 0 and again.stdout == table
+    # A run that kept only its raw file: what it cannot know is said so, never "0 s each".
+    (tmp_path / "run.json").unlink()
+    bare = bench("report", str(tmp_path / "sessions.csv"), "--no-plots")
+    assert bare.returncode == 0 and "| sftp_read |" in bare.stdout
+    assert "time per step not recorded" in bare.stdout and "0 s each" not in bare.stdout
 
 
 def test_influxdb1_http_api_and_graphite_input_hold_every_timing(influx, tmp_path):
