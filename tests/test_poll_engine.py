@@ -149,6 +149,11 @@ def test_values_from_real_commands_over_one_connection_per_host(group):
     assert polled == results and sink.flushed >= 1 and sink.closed
     health = [i for i in sink.items if not isinstance(i, PollResult)]
     assert health and health[-1].polls == len(results) and health[-1].reconnects == 0
+    # ... and says how many of them had each status.
+    by_status = {s: sum(r.status == s for r in results) for s in ("ok", "failed", "timeout",
+                                                                   "down")}
+    assert by_status["ok"] and by_status["failed"]
+    assert {s: getattr(health[-1], f"polls_{s}") for s in by_status} == by_status
     assert sum(health[-1].hosts_per_bucket.values()) == len(group.hosts) * len(checks)
     assert health[-1].hosts_per_bucket[0.7] == len(group.hosts)
     # Stopped: every connection closed.

@@ -126,9 +126,17 @@ class _Cumulative:
     skipped: int = 0
     reconnects: int = 0
     dropped: int = 0
+    polls_ok: int = 0
+    polls_failed: int = 0
+    polls_timeout: int = 0
+    polls_down: int = 0
 
     def add(self, report: Health) -> None:
         self.polls += report.polls
+        self.polls_ok += report.polls_ok
+        self.polls_failed += report.polls_failed
+        self.polls_timeout += report.polls_timeout
+        self.polls_down += report.polls_down
         self.late += report.late
         self.skipped += report.skipped
         self.reconnects += report.reconnects
@@ -338,7 +346,9 @@ class ShardedPoller:
                       dropped=counted.dropped + sum(s.dropped for s in self.sinks),
                       buffered=sum(r.buffered for r in reports)
                       + sum(s.buffered for s in self.sinks),
-                      in_flight=sum(r.in_flight for r in reports))
+                      in_flight=sum(r.in_flight for r in reports),
+                      polls_ok=counted.polls_ok, polls_failed=counted.polls_failed,
+                      polls_timeout=counted.polls_timeout, polls_down=counted.polls_down)
 
     @property
     def skipped(self) -> int:
