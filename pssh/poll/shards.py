@@ -39,6 +39,8 @@ log = logging.getLogger("pssh.poll.shards")
 STOP_TIMEOUT = 20.0
 #: The longest delay (s) before a worker process that died is started again.
 RESTART_MAX = 30.0
+#: Seconds a shard that has said it ended gets to exit before it is killed.
+EXIT_GRACE = 5.0
 #: The job each shard runs.
 JOB = "pssh.fanout.poll:serve"
 
@@ -250,7 +252,12 @@ class ShardedPoller:
         gevent.wait([self._stop, self._shards.ended], timeout=duration, count=1)
         self._stop_deadline = time.monotonic() + self.stop_timeout
         self._shards.stop()
-        if not self._shards.ended.wait(self.stop_timeout / 2):
+        if self._shards.ended.wait(self.stop_timeout / 2):
+            # Every shard has said it ended: all that is left is its process exiting, which
+            # may take a moment more. Without this grace the scope's end would kill a
+            # shard that is already done, and warn about it on every run.
+            self._shards.group.close_timeout = EXIT_GRACE
+        else:
             log.warning("shards still running %s s after they were told to stop: "
                         "killed", self.stop_timeout / 2)
 
