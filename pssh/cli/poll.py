@@ -45,9 +45,16 @@ EPILOG = textwrap.dedent("""
     token of '-' is read from $INFLUX_TOKEN). Points are buffered (--buffer per
     output); past that they are dropped and counted (the ssh_poll_health points).
 
-    exit status: 0 after --duration; 2 usage error; 130 stopped by SIGINT; 143
-    stopped by SIGTERM. Either signal flushes the buffered points (for at most
-    --flush-timeout seconds), closes every connection and exits.
+    errors: the first failed poll of each kind (its check and cause; a host down
+    for every check) is said on standard error as it happens, later ones are
+    counted; the summary at the end counts polls by status, failures by kind, and
+    names the hosts down.
+
+    exit status: 0 every poll succeeded; 1 some polls failed (or standard output
+    was closed, or a worker process failed); 3 no poll succeeded; 2 usage error;
+    130 stopped by SIGINT; 143 stopped by SIGTERM. Either signal flushes the
+    buffered points (for at most --flush-timeout seconds), closes every connection
+    and exits.
     """)
 
 def duration(text: str) -> float:
