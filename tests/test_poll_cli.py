@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -245,6 +246,7 @@ def test_scheduler_local_dask_workers_poll_every_host():
      "--upgrade is for --buckets"),
     (["--embedded", "1", "--check", "a=true", "--buckets", "10s,5s"], "increase"),
     (["--embedded", "1", "--check", "a=true", "--upgrade", "sometimes"], "--upgrade"),
+    (["--embedded", "1", "--check", "a=true", "--upgrade", "time:soon"], "time:DURATION"),
     (["--embedded", "1", "--check", "a=true", "--duration", "soon"], "not a duration"),
     (["--embedded", "1", "--check", "a=true", "--influx-url", "http://127.0.0.1:1"],
      "needs --influx-db"),
@@ -368,3 +370,51 @@ def test_a_host_down_is_said_once_named_in_the_summary_and_the_exit_is_1(group, 
     assert f"  1 of 2 hosts down at the end: {REFUSED}" in done.stderr.splitlines()
     assert (health[-1]["polls_ok"], health[-1]["polls_down"]) == (len(ok), len(down))
     assert health[-1]["hosts_down"] == 1
+
+
+@pytest.mark.parametrize("mode", [[], ["--processes", "2"]], ids=["one-process", "processes-2"])
+def test_upgrade_time_moves_a_host_back_up_after_fast_answers_for_that_long(tmp_path, mode):
+    from pssh.poll import Buckets
+    slow = tmp_path / "slow"
+    slow.write_text("0.8\n")  # past 0.5 s, in time for 1.5 s
+    run = start("--embedded", "2", "--check", f"work=sleep $(cat {slow}); echo 1",
+                "--buckets", "0.5s,1.5s", "--upgrade", "time:3s", "--output", "json", *mode)
+    seen = []
+    watchdog = threading.Timer(HANG, run.kill)  # a rule that never moves it: no hang
+    watchdog.start()
+
+    def read_until(condition):
+        while not condition():
+            line = run.stdout.readline()
+            assert line, "pssh poll ended"
+            item = json.loads(line)
+            if item["type"] == "result":
+                seen.append(item)
+
+    def back_up():
+        read_until(lambda: any(r["bucket"] == 1.5 and r["status"] == "ok" for r in seen))
+        slow.write_text("0\n")
+        read_until(lambda: {r["host"] for r in seen if r["bucket"] == 0.5
+                            and any(s["bucket"] == 1.5 and s["host"] == r["host"]
+                                    for s in seen[:seen.index(r)])} == {"127.0.0.1",
+                                                                         "127.0.0.2"})
+
+    try:
+        stdout, stderr = signalled(run, signal.SIGTERM, back_up)
+    finally:
+        watchdog.cancel()
+    assert run.returncode == 143, stderr
+    seen += json_lines(stdout)[0]
+    buckets = Buckets.parse("0.5s,1.5s", "time:3s")
+    for host in ("127.0.0.1", "127.0.0.2"):
+        mine = [r for r in seen if r["host"] == host]
+        state = buckets.state()  # the rule replayed over what the run reported
+        for r in mine:
+            assert r["bucket"] == state.interval, (r, state)
+            state.observe(r["response_time"], r["status"] == "ok", r["status"] == "down",
+                          at=r["time"])
+        up = next(i for i, r in enumerate(mine) if i and r["bucket"] == 0.5
+                  and mine[i - 1]["bucket"] == 1.5)
+        fast = [r["status"] == "ok" and r["response_time"] <= 0.5 for r in mine[:up]]
+        first = len(fast) - fast[::-1].index(False)  # the run of fast answers that earned it
+        assert mine[up - 1]["time"] - mine[first]["time"] >= 3 - 1e-3

@@ -35,7 +35,8 @@ EPILOG = textwrap.dedent("""
     interval (or failed) moves the host one bucket slower at once; COUNT answers in
     a row fast enough for the faster bucket move it back one (--upgrade count:N),
     or with dynamic:MIN..MAX a count reset to MIN on a downgrade and grown by one
-    for every round the host stays slow. A host that is down is polled at the
+    for every round the host stays slow, or with time:DURATION (30s, 10m, 1h or
+    seconds) fast answers for that long. A host that is down is polled at the
     slowest interval until it answers. --interval polls every host at one fixed
     interval instead.
 
@@ -104,9 +105,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "10s,20s,60s,100s)")
     rate.add_argument("--interval", type=duration, metavar="DURATION",
                       help="poll every host at this one interval (no buckets)")
-    polls.add_argument("--upgrade", metavar="count:N|dynamic:MIN..MAX",
-                       help="fast answers in a row that move a host one bucket faster "
-                            "(default count:3)")
+    polls.add_argument("--upgrade", metavar="count:N|dynamic:MIN..MAX|time:DURATION",
+                       help="fast answers in a row (or for how long) that move a host one "
+                            "bucket faster (default count:3)")
     polls.add_argument("--deadline", type=duration, metavar="DURATION",
                        help="time one poll may take (default: its bucket's interval)")
     polls.add_argument("--workers", type=int, metavar="N",
