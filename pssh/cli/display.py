@@ -219,8 +219,11 @@ class Display:
                 self.err.write(self._for_err(f"pssh: {result.host}: {reason}") + "\n")
             self.err.flush()
             return
-        table = Table(title=f"{self.title}: {len(results) - len(failed)}/{len(results)} hosts "
-                            f"succeeded in {wall:.2f} s", title_justify="left")
+        # The title is a line of its own: as the table's title it was wrapped to the
+        # table's width (a few narrow columns), whatever the terminal's.
+        title = Text(f"{self.title}: {len(results) - len(failed)}/{len(results)} hosts "
+                     f"succeeded in {wall:.2f} s", style="italic")
+        table = Table()
         table.add_column("host")
         table.add_column("status")
         table.add_column("exit", justify="right")
@@ -240,4 +243,5 @@ class Display:
             if errors:
                 row.append(escape(self._for_err(result.error or "")))
             table.add_row(*row)
+        self._err_console.print(title, soft_wrap=True)
         self._err_console.print(table)
