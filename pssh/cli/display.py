@@ -182,14 +182,17 @@ class Display:
         self._print(Text(self._for_out(line), style=style or ""))
 
     def ping(self, result: HostResult) -> None:
-        """``pssh ping``: one line per host as it answers."""
+        """``pssh ping``: one line per host as it answers; a failure only at a terminal
+        (elsewhere the summary says it once, on stderr: see :mod:`pssh.cli.ping_view`)."""
+        from pssh.cli.ping_view import latency, shown as latency_text
         shown = self._for_out
         text = Text(f"[{shown(result.host)}] ", style=self._colour(result.host))
         if result.ok:
-            text.append(f"ok {shown(result.stdout[0]) if result.stdout else ''}",
-                        style="green")
-        else:
+            text.append(latency_text(latency(result)), style="green")
+        elif self.interactive:
             text.append(shown(result.error or "failed"), style="red")
+        else:
+            return
         self._print(text)
 
     def block(self, result: HostResult, number: int) -> None:
