@@ -11,7 +11,7 @@ counts are the poller's health (:class:`~pssh.poll.results.Health`), which the s
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, TextIO, Tuple
+from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Set, TextIO, Tuple
 
 if TYPE_CHECKING:
     from pssh.poll.results import Health, PollResult
@@ -120,7 +120,7 @@ def exit_status(health: "Health", failed_otherwise: bool) -> int:
     return EXIT_OK
 
 
-def hosts_down(states: Dict[Tuple[str, str], object]) -> List[str]:
+def hosts_down(states: Mapping[Tuple[str, str], object]) -> List[str]:
     """Hosts whose last poll found no connection, in the order first seen."""
     down: Dict[str, None] = {}
     for (host, _check), state in states.items():

@@ -51,9 +51,10 @@ class Health:
     """The poller's own metrics at ``time`` (emitted every ``health_interval`` seconds).
 
     Cumulative since the start: ``polls``, of which ``polls_ok``, ``polls_failed``,
-    ``polls_timeout`` and ``polls_down`` by :attr:`PollResult.status`, ``late`` (polls that started more than a
-    tenth of their bucket's interval after they were due), ``skipped`` (rounds not polled
-    because their (host, check) fell a whole interval or more behind), ``reconnects``,
+    ``polls_timeout`` and ``polls_down`` by :attr:`PollResult.status`, ``late`` (polls
+    that started more than a tenth of their bucket's interval after they were due),
+    ``skipped`` (rounds not polled because their (host, check) fell a whole interval or
+    more behind), ``reconnects``,
     ``dropped`` (points the sinks dropped). Over the last health interval: ``polls_per_s``,
     ``late_max`` (seconds). Now: ``hosts_per_bucket`` ({interval: (host, check) pairs in
     it}), ``hosts_down``, ``buffered`` (points waiting in sinks), ``in_flight`` (polls
