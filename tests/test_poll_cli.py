@@ -418,3 +418,22 @@ def test_upgrade_time_moves_a_host_back_up_after_fast_answers_for_that_long(tmp_
         fast = [r["status"] == "ok" and r["response_time"] <= 0.5 for r in mine[:up]]
         first = len(fast) - fast[::-1].index(False)  # the run of fast answers that earned it
         assert mine[up - 1]["time"] - mine[first]["time"] >= 3 - 1e-3
+
+
+def test_failures_are_one_kind_whatever_the_host_output_or_next_attempt():
+    from pssh.cli.poll_feedback import kind_of
+    from pssh.poll import PollResult
+
+    def failed(host, status, error, check="load"):
+        return kind_of(PollResult(host, 22, check, {}, 1.0, 1.0, 0.1, 10.0, status, error))
+    parse = "cannot parse the output: expected one number, got"
+    assert failed("a", "failed", f"a:22: check load: {parse} '1 2'") == \
+        failed("web7", "failed", f"web7:22: check load: {parse} '3 4'") == \
+        ("failed", "load", "cannot parse the output: expected one number")
+    assert failed("a", "failed", "a:22: check load: exit status 3: no a here") == \
+        ("failed", "load", "exit status 3")
+    # A host down is the host's: one kind for all its checks, whatever the name it failed.
+    assert failed("x.invalid", "down", "x.invalid:22: cannot resolve x.invalid; next "
+                  "connection attempt in 1.0 s", check="one") == \
+        failed("y.invalid", "down", "y.invalid:22: cannot resolve y.invalid", check="two") == \
+        ("down", None, "cannot resolve HOST")

@@ -11,6 +11,7 @@ counts are the poller's health (:class:`~pssh.poll.results.Health`), which the s
 """
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Dict, List, Mapping, Optional, Sequence, Set, TextIO, Tuple
 
 if TYPE_CHECKING:
@@ -47,7 +48,9 @@ def kind_of(result: "PollResult") -> Kind:
     if cause.startswith("exit status"):  # what the command said after it may vary
         cause = cause.split(":")[0]
     cause = cause.split(", got ")[0]     # a parser's quote of the output it could not read
-    cause = cause.replace(result.host, "HOST")
+    # The host's own name (a resolver's error names it) as a word, not inside one: a host
+    # called "a" must not change "parse".
+    cause = re.sub(rf"(?<![\w.-]){re.escape(result.host)}(?![\w.-])", "HOST", cause)
     return result.status, None if result.status == "down" else result.check, cause
 
 
