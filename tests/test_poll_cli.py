@@ -372,7 +372,7 @@ def test_a_host_down_is_said_once_named_in_the_summary_and_the_exit_is_1(group, 
     assert health[-1]["hosts_down"] == 1
 
 
-@pytest.mark.parametrize("mode", [[], ["--processes", "2"]], ids=["one-process", "processes-2"])
+@MODES
 def test_upgrade_time_moves_a_host_back_up_after_fast_answers_for_that_long(tmp_path, mode):
     from pssh.poll import Buckets
     slow = tmp_path / "slow"
