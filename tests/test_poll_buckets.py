@@ -32,7 +32,16 @@ def test_buckets_must_increase(text):
         Buckets.parse(text)
 
 
-@pytest.mark.parametrize("text", ["count:0", "count:x", "dynamic:5..2", "dynamic:3", "often"])
+@pytest.mark.parametrize("text, seconds", [("time:10m", 600), ("time:30s", 30),
+                                           ("time:1h", 3600), ("time:45", 45)])
+def test_parse_the_time_upgrade_rule(text, seconds):
+    upgrade = Upgrade.parse(text)
+    assert upgrade.seconds == seconds and upgrade == Upgrade.after(seconds)
+    assert str(Buckets.parse("1s,2s", text)) == f"1s,2s time:{seconds}s"
+
+
+@pytest.mark.parametrize("text", ["count:0", "count:x", "dynamic:5..2", "dynamic:3", "often",
+                                  "time:", "time:0", "time:-5s", "time:soon", "time:2..4"])
 def test_bad_upgrade_rules(text):
     with pytest.raises(ValueError):
         Upgrade.parse(text)
@@ -107,6 +116,39 @@ def test_dynamic_count_grows_in_the_slowest_bucket_while_still_too_slow():
     state.observe(5, ok=True)  # -> 2 s, count 1
     state.observe(5, ok=True)  # still too slow, nowhere slower to go: a slow round
     assert (state.interval, state.count) == (2, 2)
+
+
+def test_time_rule_moves_up_after_fast_answers_for_the_duration_one_bucket_at_a_time():
+    state = Buckets((10, 20, 60), Upgrade.parse("time:50s")).state()
+    state.observe(30, ok=True, at=0)
+    state.observe(70, ok=True, at=20)
+    assert state.interval == 60
+    # Fast enough for 20 s: the run starts at the first such answer (due at 80) and earns
+    # the upgrade at the first answer due 50 s or more after it (a poll every 60 s here).
+    assert [state.observe(1.0, ok=True, at=t) for t in (80, 140)] == [False, True]
+    assert state.interval == 20
+    # In the 20 s bucket a new run starts: 50 s of fast answers again, one bucket up.
+    moves = [state.observe(1.0, ok=True, at=t) for t in (160, 180, 200, 220)]
+    assert moves == [False, False, False, True] and state.interval == 10
+
+
+def test_time_rule_run_restarts_on_an_answer_too_slow_for_the_faster_bucket():
+    state = Buckets((10, 20), Upgrade.parse("time:30s")).state()
+    state.observe(15, ok=True, at=0)               # -> 20 s
+    state.observe(5, ok=True, at=20)
+    state.observe(15, ok=True, at=40)              # in time for 20 s, not for 10 s
+    assert state.since is None and state.interval == 20
+    assert [state.observe(5, ok=True, at=t) for t in (60, 80, 100)] == [False, False, True]
+    # A failure or a down host restarts it too (and downgrades).
+    state.observe(None, ok=False, down=True, at=110)
+    assert state.since is None and state.interval == 20
+
+
+def test_time_rule_needs_the_poll_times():
+    state = Buckets((1, 2), Upgrade.parse("time:5s")).state()
+    state.observe(1.5, ok=True, at=0)
+    with pytest.raises(ValueError, match="at="):
+        state.observe(0.5, ok=True)
 
 
 def test_a_down_host_goes_to_the_slowest_bucket_and_climbs_back_by_the_rule():

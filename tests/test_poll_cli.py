@@ -11,17 +11,24 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
 
 from benchmarks.servers import InfluxDB1
 from pssh.fanout.process import WORKER_MODULE
+from loopback import address, addresses
 from processes import children_running
-from test_cli import ENV
+from pssh.sshd import ServerGroup
+from test_cli import ENV, conn
 from test_poll_engine import HANG, wait_until
 
 LOAD = "load:loadavg=cat /proc/loadavg"
+REFUSED = address()  # nobody listens there
+# Every option gives the same result in every mode: one process, worker processes, Dask.
+MODES = pytest.mark.parametrize("mode", [[], ["--processes", "2"], ["--scheduler", "local:2"]],
+                                ids=["one-process", "processes-2", "dask-local-2"])
 # One number, after 1.5 s on 127.0.0.2 only (the server address of the SSH connection).
 SLOW_ON_2 = 'work=case "$SSH_CONNECTION" in *" 127.0.0.2 "*) sleep 1.5;; esac; echo 1'
 
@@ -80,7 +87,7 @@ def test_json_lines_parse_and_every_host_answers():
     done = pssh_poll("--embedded", "2", "--check", LOAD, "--check", "broken=exit 7",
                      "--interval", "0.5s", "--duration", "3", "--health-interval", "1",
                      "--output", "json", "--tag", "site=lab")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # some polls (the broken check's) failed
     results, health = json_lines(done.stdout)
     load = [r for r in results if r["check"] == "load"]
     assert {r["host"] for r in load} == {"127.0.0.1", "127.0.0.2"}
@@ -98,7 +105,7 @@ def test_json_lines_parse_and_every_host_answers():
 def test_deadline_bounds_each_poll_and_names_the_host():
     done = pssh_poll("--embedded", "1", "--check", "slow=sleep 2; echo 1", "--interval", "1s",
                      "--deadline", "0.3s", "--duration", "2.5", "--output", "json")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 3, done.stderr  # no poll succeeded
     results, _ = json_lines(done.stdout)
     assert results and all(r["status"] == "timeout" and r["values"] == {} for r in results)
     assert all(r["error"].startswith("127.0.0.1:") and "within 0.3 s" in r["error"]
@@ -149,7 +156,7 @@ def test_processes_2_poll_every_host_each_shard_keeping_its_bucket_state():
         stdout, stderr = run.communicate(timeout=HANG)
     finally:
         run.kill()
-    assert run.returncode == 0, stderr
+    assert run.returncode == 1, stderr  # the slow host's first poll timed out
     assert workers_of(run.pid) == []
     results, health = json_lines(stdout)
     by_host = {h: [r for r in results if r["host"] == h]
@@ -213,7 +220,7 @@ def test_processes_with_a_database_that_never_answers_end_and_count_what_they_dr
     assert workers_of(run.pid) == []
     summary = stderr.strip().splitlines()[-1]
     polls, written, dropped = (int(n) for n in re.match(
-        r"pssh poll: (\d+) polls of 2 hosts; (\d+) points written, (\d+) dropped",
+        r"pssh poll: (\d+) polls of 2 hosts \(\d+ ok\); (\d+) points written, (\d+) dropped",
         summary).groups())
     assert polls > 0 and written == 0 and dropped > polls  # every result and health point
     assert "points not sent at close" in stderr
@@ -239,6 +246,7 @@ def test_scheduler_local_dask_workers_poll_every_host():
      "--upgrade is for --buckets"),
     (["--embedded", "1", "--check", "a=true", "--buckets", "10s,5s"], "increase"),
     (["--embedded", "1", "--check", "a=true", "--upgrade", "sometimes"], "--upgrade"),
+    (["--embedded", "1", "--check", "a=true", "--upgrade", "time:soon"], "time:DURATION"),
     (["--embedded", "1", "--check", "a=true", "--duration", "soon"], "not a duration"),
     (["--embedded", "1", "--check", "a=true", "--influx-url", "http://127.0.0.1:1"],
      "needs --influx-db"),
@@ -310,3 +318,122 @@ def test_a_shard_holds_a_bounded_backlog_and_counts_what_it_drops():
     outbox.put(Health(3.0, 3, 1.0, 0, 0.0, {10.0: 3}))
     assert outbox.take()[0].dropped == 2  # the shard's drops reach the fleet's health
     assert partition(5, 2) == [[0, 2, 4], [1, 3]] and partition(1, 4) == [[0]]
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(addresses=addresses(1)) as g:
+        yield g
+
+
+@MODES
+def test_a_check_that_never_parses_is_said_once_counted_and_exits_3(mode):
+    # /proc/loadavg is five words: the default parser wants one number, on every poll.
+    done = pssh_poll("--embedded", "2", "--check", "load=cat /proc/loadavg", "--interval",
+                     "0.5s", "--duration", "3", "--output", "json", *mode, timeout=180)
+    assert done.returncode == 3, done.stderr
+    results, health = json_lines(done.stdout)
+    assert results and all(r["status"] == "failed" for r in results)
+    said = [line for line in done.stderr.splitlines() if "expected one number" in line]
+    # Said as it happened, once for both hosts; then counted in the summary.
+    assert len(said) == 2, done.stderr
+    assert said[0].startswith("pssh poll: 127.0.0.") and "check load: cannot parse the " \
+        "output: expected one number, got '" in said[0] and "not shown" in said[0]
+    assert said[1] == (f"  {len(results)} polls on 2 hosts: check load failed: cannot parse "
+                       f"the output: expected one number")
+    assert f"pssh poll: {len(results)} polls of 2 hosts ({len(results)} failed); " \
+        in done.stderr
+    assert "  no poll succeeded" in done.stderr
+    assert health[-1]["polls_failed"] == len(results) and health[-1]["polls_ok"] == 0
+
+
+@MODES
+def test_a_host_down_is_said_once_named_in_the_summary_and_the_exit_is_1(group, tmp_path,
+                                                                          mode):
+    done = pssh_poll("-H", f"{group.hosts[0]} {REFUSED}", *conn(group, tmp_path),
+                     "--check", "one=echo 1", "--check", "two=echo 2", "--interval", "0.5s",
+                     "--duration", "3", "--output", "json", *mode, timeout=180)
+    assert done.returncode == 1, done.stderr  # some polls succeeded, some did not
+    results, health = json_lines(done.stdout)
+    ok = [r for r in results if r["status"] == "ok"]
+    down = [r for r in results if r["status"] == "down"]
+    assert {r["host"] for r in ok} == {group.hosts[0]}
+    assert {r["host"] for r in down} == {REFUSED} and len(ok) + len(down) == len(results)
+    # Down is the host's, not a check's: one line for both checks, said once.
+    said = [line for line in done.stderr.splitlines() if "is down" in line]
+    assert said == [f"pssh poll: {REFUSED}:{group.port} is down: cannot connect: Connection "
+                    f"refused (repeats are counted in the summary, not shown)"], done.stderr
+    assert f"pssh poll: {len(results)} polls of 2 hosts ({len(ok)} ok, {len(down)} down); " \
+        in done.stderr
+    assert f"  {len(down)} polls on 1 host: host down: cannot connect: Connection refused" \
+        in done.stderr.splitlines()
+    assert f"  1 of 2 hosts down at the end: {REFUSED}" in done.stderr.splitlines()
+    assert (health[-1]["polls_ok"], health[-1]["polls_down"]) == (len(ok), len(down))
+    assert health[-1]["hosts_down"] == 1
+
+
+@MODES
+def test_upgrade_time_moves_a_host_back_up_after_fast_answers_for_that_long(tmp_path, mode):
+    from pssh.poll import Buckets
+    slow = tmp_path / "slow"
+    slow.write_text("0.8\n")  # past 0.5 s, in time for 1.5 s
+    run = start("--embedded", "2", "--check", f"work=sleep $(cat {slow}); echo 1",
+                "--buckets", "0.5s,1.5s", "--upgrade", "time:3s", "--output", "json", *mode)
+    seen = []
+    watchdog = threading.Timer(HANG, run.kill)  # a rule that never moves it: no hang
+    watchdog.start()
+
+    def read_until(condition):
+        while not condition():
+            line = run.stdout.readline()
+            assert line, "pssh poll ended"
+            item = json.loads(line)
+            if item["type"] == "result":
+                seen.append(item)
+
+    def back_up():
+        read_until(lambda: any(r["bucket"] == 1.5 and r["status"] == "ok" for r in seen))
+        slow.write_text("0\n")
+        read_until(lambda: {r["host"] for r in seen if r["bucket"] == 0.5
+                            and any(s["bucket"] == 1.5 and s["host"] == r["host"]
+                                    for s in seen[:seen.index(r)])} == {"127.0.0.1",
+                                                                         "127.0.0.2"})
+
+    try:
+        stdout, stderr = signalled(run, signal.SIGTERM, back_up)
+    finally:
+        watchdog.cancel()
+    assert run.returncode == 143, stderr
+    seen += json_lines(stdout)[0]
+    buckets = Buckets.parse("0.5s,1.5s", "time:3s")
+    for host in ("127.0.0.1", "127.0.0.2"):
+        mine = [r for r in seen if r["host"] == host]
+        state = buckets.state()  # the rule replayed over what the run reported
+        for r in mine:
+            assert r["bucket"] == state.interval, (r, state)
+            state.observe(r["response_time"], r["status"] == "ok", r["status"] == "down",
+                          at=r["time"])
+        up = next(i for i, r in enumerate(mine) if i and r["bucket"] == 0.5
+                  and mine[i - 1]["bucket"] == 1.5)
+        fast = [r["status"] == "ok" and r["response_time"] <= 0.5 for r in mine[:up]]
+        first = len(fast) - fast[::-1].index(False)  # the run of fast answers that earned it
+        assert mine[up - 1]["time"] - mine[first]["time"] >= 3 - 1e-3
+
+
+def test_failures_are_one_kind_whatever_the_host_output_or_next_attempt():
+    from pssh.cli.poll_feedback import kind_of
+    from pssh.poll import PollResult
+
+    def failed(host, status, error, check="load"):
+        return kind_of(PollResult(host, 22, check, {}, 1.0, 1.0, 0.1, 10.0, status, error))
+    parse = "cannot parse the output: expected one number, got"
+    assert failed("a", "failed", f"a:22: check load: {parse} '1 2'") == \
+        failed("web7", "failed", f"web7:22: check load: {parse} '3 4'") == \
+        ("failed", "load", "cannot parse the output: expected one number")
+    assert failed("a", "failed", "a:22: check load: exit status 3: no a here") == \
+        ("failed", "load", "exit status 3")
+    # A host down is the host's: one kind for all its checks, whatever the name it failed.
+    assert failed("x.invalid", "down", "x.invalid:22: cannot resolve x.invalid; next "
+                  "connection attempt in 1.0 s", check="one") == \
+        failed("y.invalid", "down", "y.invalid:22: cannot resolve y.invalid", check="two") == \
+        ("down", None, "cannot resolve HOST")

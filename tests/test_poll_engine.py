@@ -100,7 +100,7 @@ def replay(results, buckets):
     state = buckets.state()
     for r in results:
         assert r.bucket == state.interval, (r, state)
-        state.observe(r.response_time, r.status == "ok", down=r.status == "down")
+        state.observe(r.response_time, r.status == "ok", down=r.status == "down", at=r.time)
     return state
 
 
@@ -149,6 +149,11 @@ def test_values_from_real_commands_over_one_connection_per_host(group):
     assert polled == results and sink.flushed >= 1 and sink.closed
     health = [i for i in sink.items if not isinstance(i, PollResult)]
     assert health and health[-1].polls == len(results) and health[-1].reconnects == 0
+    # ... and says how many of them had each status.
+    by_status = {s: sum(r.status == s for r in results) for s in ("ok", "failed", "timeout",
+                                                                   "down")}
+    assert by_status["ok"] and by_status["failed"]
+    assert {s: getattr(health[-1], f"polls_{s}") for s in by_status} == by_status
     assert sum(health[-1].hosts_per_bucket.values()) == len(group.hosts) * len(checks)
     assert health[-1].hosts_per_bucket[0.7] == len(group.hosts)
     # Stopped: every connection closed.
@@ -210,6 +215,34 @@ def test_the_dynamic_count_grows_while_the_host_stays_slow(group, tmp_path):
     # The count was 3 when the host became fast, so it took 3 fast answers in a row.
     assert all(r.ok and r.response_time <= 0.5 for r in mine[up - 3:up])
     assert mine[up - 4].response_time > 0.5
+
+
+def test_the_time_rule_moves_a_host_up_after_fast_answers_for_that_long(group, tmp_path):
+    host = group.hosts[1]
+    buckets = Buckets((0.5, 1.5), Upgrade.parse("time:3s"))
+    results = []
+    set_slow(tmp_path, host, 0.8)  # past 0.5 s, in time for 1.5 s
+    poller = Poller([host], [slow_check(tmp_path, timeout=1.4)], buckets=buckets,
+                    on_result=results.append, **settings(group))
+    state = poller.states()[(host, "load")]
+    with running(poller):
+        wait_until(lambda: state.interval == 1.5, what="downgrade")
+        wait_until(lambda: any(r.ok and r.bucket == 1.5 for r in of(results, host)),
+                   what="a slow answer in the slower bucket")
+        set_slow(tmp_path, host, 0)
+        wait_until(lambda: state.interval == 0.5, what="upgrade")
+        wait_until(lambda: of(results, host)[-1].bucket == 0.5, what="a poll after it")
+    mine = of(results, host)
+    replay(mine, buckets)
+    up = next(i for i, r in enumerate(mine) if i and r.bucket == 0.5
+              and mine[i - 1].bucket == 1.5)
+    # The run of fast answers that earned it: from its first to its last, 3 s of due times
+    # (every answer in it fast enough for 0.5 s); the answer before the run was not fast.
+    first = max(i for i in range(up) if mine[i].response_time > 0.5 or not mine[i].ok) + 1
+    run = mine[first:up]
+    assert run and all(r.ok and r.response_time <= 0.5 and r.bucket == 1.5 for r in run)
+    assert run[-1].time - run[0].time >= 3 - 1e-3
+    assert len(run) >= 2 and run[-2].time - run[0].time < 3 - 1e-3  # not one answer sooner
 
 
 def test_a_crashed_sshd_is_reconnected_and_no_point_is_lost_or_doubled(group):

@@ -65,11 +65,13 @@ def test_line_protocol_escapes_and_types():
                     "load1=2.0,response_time=0.125,late=0.25,state=0.0 1500000000")
     failed = encode_line(result(values={}, status="down", error="h1:22: refused"))
     assert f'state={float(STATE_CODES["down"])},error="h1:22: refused"' in failed
-    health = Health(1.0, 5, 2.5, 1, 0.5, {10.0: 3, 0.5: 1}, 1, 2, 3, 4, 5, skipped=6)
+    health = Health(1.0, 5, 2.5, 1, 0.5, {10.0: 3, 0.5: 1}, 1, 2, 3, 4, 5, skipped=6,
+                    polls_ok=1, polls_failed=2, polls_timeout=1, polls_down=1)
     assert encode_line(health) == (
         "ssh_poll_health polls=5.0,polls_per_s=2.5,late=1.0,late_max=0.5,skipped=6.0,"
         "hosts_down=1.0,"
-        "reconnects=2.0,dropped=3.0,buffered=4.0,in_flight=5.0,bucket_0.5=1.0,bucket_10=3.0 "
+        "reconnects=2.0,dropped=3.0,buffered=4.0,in_flight=5.0,polls_ok=1.0,polls_failed=2.0,"
+        "polls_timeout=1.0,polls_down=1.0,bucket_0.5=1.0,bucket_10=3.0 "
         "1000000000")
     assert as_json(health)["hosts_per_bucket"] == {"10": 3, "0.5": 1}
     assert as_json(result(when=2.0))["late"] == 0.25

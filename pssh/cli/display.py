@@ -184,14 +184,17 @@ class Display:
         self._print(Text(self._for_out(line), style=style or ""))
 
     def ping(self, result: HostResult) -> None:
-        """``pssh ping``: one line per host as it answers."""
+        """``pssh ping``: one line per host as it answers; a failure only at a terminal
+        (elsewhere the summary says it once, on stderr: see :mod:`pssh.cli.ping_view`)."""
+        from pssh.cli.ping_view import latency, shown as latency_text
         shown = self._for_out
         text = Text(f"[{shown(result.host)}] ", style=self._colour(result.host))
         if result.ok:
-            text.append(f"ok {shown(result.stdout[0]) if result.stdout else ''}",
-                        style="green")
-        else:
+            text.append(latency_text(latency(result)), style="green")
+        elif self.interactive:
             text.append(shown(result.error or "failed"), style="red")
+        else:
+            return
         self._print(text)
 
     def block(self, result: HostResult, number: int) -> None:
@@ -221,8 +224,11 @@ class Display:
                 self.err.write(self._for_err(f"pssh: {hosts}: {reason}") + "\n")
             self.err.flush()
             return
-        table = Table(title=f"{self.title}: {len(results) - len(failed)}/{len(results)} hosts "
-                            f"succeeded in {wall:.2f} s", title_justify="left")
+        # The title is a line of its own: as the table's title it was wrapped to the
+        # table's width (a few narrow columns), whatever the terminal's.
+        title = Text(f"{self.title}: {len(results) - len(failed)}/{len(results)} hosts "
+                     f"succeeded in {wall:.2f} s", style="italic")
+        table = Table()
         table.add_column("host")
         table.add_column("status")
         table.add_column("exit", justify="right")
@@ -242,4 +248,5 @@ class Display:
             if errors:
                 row.append(escape(self._for_err(failure(result) if result.error else "")))
             table.add_row(*row)
+        self._err_console.print(title, soft_wrap=True)
         self._err_console.print(table)

@@ -15,6 +15,7 @@ from typing import Dict, Iterable, Iterator, List, Optional, Tuple
 import gevent
 
 from pssh import exceptions as exc
+from pssh.cli import ping_view
 from pssh.cli.hosts import HostSpec, UsageError, file_name, labels
 from pssh.cli.pipeline import HostEvents, ended_without_status
 from pssh.clients import ParallelSSHClient
@@ -208,7 +209,7 @@ class ClientExecutor:
             self.client.connect_host(index)
         except exc.PSSHError as err:
             raise exc.PSSHError(f"{_ping_problem(err)}: {err.reason}") from err
-        return 0, None, f"{1000 * (time.monotonic() - started):.1f} ms"
+        return 0, None, ping_view.note(time.monotonic() - started)
 
     def _byte_counter(self, index: int):
         last = [0]

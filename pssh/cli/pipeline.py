@@ -298,20 +298,25 @@ class Pipeline:
         elif getattr(args, "diff", False):
             from pssh.cli.gather import show_diff
             show_diff(display, done)
-        display.summary(done)
         if args.subcommand == "ping":
-            counts: Dict[str, int] = {}
-            for result in done:
-                kind = "reachable" if result.ok else (result.error or "failed").split(":")[0]
-                counts[kind] = counts.get(kind, 0) + 1
-            display.message("pssh ping: " + ", ".join(
-                f"{n} {kind}" for kind, n in sorted(counts.items(), key=lambda i: -i[1])))
+            # Its own view (pssh.cli.ping_view): at a terminal the failures were shown
+            # with the answers, so no table; elsewhere the summary says them once.
+            from pssh.cli.ping_view import summary_line
+            if not display.interactive:
+                display.summary(done)
+            display.message(summary_line(done, time.monotonic() - display.started))
+        else:
+            display.summary(done)
         return exit_status(args.exit_status, self.results)
 
 
 def show_result(args, display: Display, result: HostResult) -> None:
     """A finished host, as the output options ask (streamed lines were shown already)."""
-    if args.json:
+    if args.json and args.subcommand == "ping":
+        from pssh.cli.ping_view import as_json
+        display.out.write(as_json(result) + "\n")  # as display.json: JSON, not rich text
+        display.out.flush()
+    elif args.json:
         display.json(result)
     elif getattr(args, "inline", False):
         display.block(result, display.done)

@@ -35,7 +35,8 @@ EPILOG = textwrap.dedent("""
     interval (or failed) moves the host one bucket slower at once; COUNT answers in
     a row fast enough for the faster bucket move it back one (--upgrade count:N),
     or with dynamic:MIN..MAX a count reset to MIN on a downgrade and grown by one
-    for every round the host stays slow. A host that is down is polled at the
+    for every round the host stays slow, or with time:DURATION (30s, 10m, 1h or
+    seconds) fast answers for that long. A host that is down is polled at the
     slowest interval until it answers. --interval polls every host at one fixed
     interval instead.
 
@@ -45,9 +46,16 @@ EPILOG = textwrap.dedent("""
     token of '-' is read from $INFLUX_TOKEN). Points are buffered (--buffer per
     output); past that they are dropped and counted (the ssh_poll_health points).
 
-    exit status: 0 after --duration; 2 usage error; 130 stopped by SIGINT; 143
-    stopped by SIGTERM. Either signal flushes the buffered points (for at most
-    --flush-timeout seconds), closes every connection and exits.
+    errors: the first failed poll of each kind (its check and cause; a host down
+    for every check) is said on standard error as it happens, later ones are
+    counted; the summary at the end counts polls by status, failures by kind, and
+    names the hosts down.
+
+    exit status: 0 every poll succeeded; 1 some polls failed (or standard output
+    was closed, or a worker process failed); 3 no poll succeeded; 2 usage error;
+    130 stopped by SIGINT; 143 stopped by SIGTERM. Either signal flushes the
+    buffered points (for at most --flush-timeout seconds), closes every connection
+    and exits.
     """)
 
 def duration(text: str) -> float:
@@ -97,9 +105,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                            "10s,20s,60s,100s)")
     rate.add_argument("--interval", type=duration, metavar="DURATION",
                       help="poll every host at this one interval (no buckets)")
-    polls.add_argument("--upgrade", metavar="count:N|dynamic:MIN..MAX",
-                       help="fast answers in a row that move a host one bucket faster "
-                            "(default count:3)")
+    polls.add_argument("--upgrade", metavar="count:N|dynamic:MIN..MAX|time:DURATION",
+                       help="fast answers in a row (or for how long) that move a host one "
+                            "bucket faster (default count:3)")
     polls.add_argument("--deadline", type=duration, metavar="DURATION",
                        help="time one poll may take (default: its bucket's interval)")
     polls.add_argument("--workers", type=int, metavar="N",

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, List, Optional, Union
 import gevent
 
 from pssh.cli.hosts import HostSpec, UsageError
+from pssh.cli.poll_feedback import FirstErrors, exit_status, hosts_down, summary
 from pssh.cli.run import run as run_command
 from pssh.cli.signals import RunSignals, Stopped
 from pssh.config import HostConfig
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pssh.cli")
 
-EXIT_OK, EXIT_FAILED = 0, 1
 
 
 class _Signals(RunSignals):
@@ -110,8 +110,9 @@ def _poll_with(args, hosts: List[HostSpec], connect: ConnectOptions, config,
     settings = dict(connect.given(), host_config=[HostConfig(user=h.user, port=h.port)
                                                   for h in hosts], ssh_config=config)
     sinks = make_sinks(args)
+    errors = FirstErrors(sys.stderr)
     common = dict(buckets=args.bucket_rule, sinks=sinks, health_interval=args.health_interval,
-                  workers_per_bucket=args.workers)
+                  workers_per_bucket=args.workers, on_result=errors)
     names = [h.host for h in hosts]
     poller: Union[Poller, ShardedPoller]
     try:
@@ -138,16 +139,17 @@ def _poll_with(args, hosts: List[HostSpec], connect: ConnectOptions, config,
             sink.close(args.flush_timeout)
     health = poller.health()
     dropped = sum(s.dropped for s in sinks)
-    sys.stderr.write(f"pssh poll: {health.polls} polls of {len(names)} hosts; "
-                     f"{sum(s.sent for s in sinks)} points written"
-                     + (f", {dropped} dropped" if dropped else "")
-                     + (f", {health.skipped} rounds skipped (hosts a whole interval behind)"
-                        if health.skipped else "") + "\n")
+    first, *details = summary(health, len(names), hosts_down(poller.states()),
+                              errors).splitlines()
+    sys.stderr.write("\n".join([
+        f"{first}; {sum(s.sent for s in sinks)} points written"
+        + (f", {dropped} dropped" if dropped else "")
+        + (f", {health.skipped} rounds skipped (hosts a whole interval behind)"
+           if health.skipped else ""), *details]) + "\n")
     if signals.stopping is not None:
         raise Stopped(signals.stopping)
-    if getattr(poller, "errors", None) or any(getattr(s, "reader_gone", False) for s in sinks):
-        return EXIT_FAILED
-    return EXIT_OK
+    return exit_status(health, bool(getattr(poller, "errors", None))
+                       or any(getattr(s, "reader_gone", False) for s in sinks))
 
 
 def _stop_when_stdout_closes(sinks: list, poller) -> None:

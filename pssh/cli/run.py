@@ -156,7 +156,7 @@ def _display(args, hosts: List[HostSpec]) -> Display:
     interactive = {"auto": None, "always": True, "never": False}[args.progress]
     colour = {"auto": None, "always": True, "never": False}[args.color]
     display = Display(len(hosts), title=f"pssh {args.subcommand}", interactive=interactive,
-                      colour=colour, show_bytes=args.subcommand != "run",
+                      colour=colour, show_bytes=args.subcommand in ("copy", "fetch"),
                       raw=getattr(args, "raw", False))
     handler = _DisplayLogHandler(display)
     handler.setFormatter(logging.Formatter("pssh: %(message)s"))

@@ -12,6 +12,11 @@ fastest. After each poll :meth:`HostState.observe` applies the rule:
   and grows by one (up to MAX) for every round the host stays slow (an answer not fast
   enough for the faster bucket), so a chronically slow host needs longer to earn an
   upgrade;
+* with a time (``time:DURATION``, the paper's third rule) the host moves up ONE bucket
+  at the first fast answer due DURATION seconds or more after the first fast answer of
+  its run; any other answer restarts the run. The poll's due time (``at``, which every
+  :class:`~pssh.poll.results.PollResult` keeps as ``time``) is the clock, so a run of
+  results replays exactly;
 * a host that is down (no connection) goes to the slowest bucket at once: it is polled
   there until it answers, then climbs back by the rule above.
 
@@ -23,6 +28,9 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional, Tuple, Union
 
+#: Due times are sums of intervals on a large clock (epoch seconds): their rounding must
+#: not cost a ``time:`` run one more interval.
+_CLOCK_SLACK = 1e-3
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "": 1.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|min|m|h|)\s*$")
 
@@ -43,21 +51,28 @@ def parse_duration(text: Union[str, float, int]) -> float:
 
 @dataclass(frozen=True)
 class Upgrade:
-    """How many fast answers in a row earn an upgrade: a fixed ``count:N``, or
-    ``dynamic:MIN..MAX`` (see the module's doc)."""
+    """What earns an upgrade: a fixed count of fast answers in a row (``count:N``), a
+    dynamic one (``dynamic:MIN..MAX``), or fast answers for ``seconds`` (``time:DURATION``);
+    see the module's doc."""
 
     minimum: int = 3
     maximum: int = 3
     dynamic: bool = False
+    #: ``time:DURATION``: seconds of fast answers that earn an upgrade (counts unused).
+    seconds: Optional[float] = None
 
     def __post_init__(self) -> None:
         if self.minimum < 1 or self.maximum < self.minimum:
             raise ValueError(f"upgrade counts need 1 <= min <= max, not {self.minimum}.."
                              f"{self.maximum}")
+        if self.seconds is not None and (self.dynamic or self.seconds <= 0):
+            raise ValueError(f"an upgrade time must be positive and not dynamic, not "
+                             f"{self.seconds!r}")
 
     @classmethod
     def parse(cls, text: str) -> "Upgrade":
-        """``"count:3"`` or ``"dynamic:2..10"``."""
+        """``"count:3"``, ``"dynamic:2..10"`` or ``"time:10m"`` (any
+        :func:`parse_duration` form)."""
         kind, _, value = text.strip().partition(":")
         try:
             if kind == "count":
@@ -66,11 +81,21 @@ class Upgrade:
                 low, sep, high = value.partition("..")
                 if sep:
                     return cls(int(low), int(high), True)
+            if kind == "time":
+                return cls(1, 1, False, seconds=parse_duration(value))
         except ValueError:
             pass
-        raise ValueError(f"upgrade rule {text!r}: use count:N or dynamic:MIN..MAX")
+        raise ValueError(f"upgrade rule {text!r}: use count:N, dynamic:MIN..MAX or "
+                         f"time:DURATION (30s, 10m, 1h or seconds)")
+
+    @classmethod
+    def after(cls, duration: Union[str, float]) -> "Upgrade":
+        """``time:DURATION``: an upgrade after fast answers for ``duration`` seconds."""
+        return cls(1, 1, False, seconds=parse_duration(duration))
 
     def __str__(self) -> str:
+        if self.seconds is not None:
+            return f"time:{self.seconds:g}s"
         return f"dynamic:{self.minimum}..{self.maximum}" if self.dynamic \
             else f"count:{self.minimum}"
 
@@ -133,17 +158,19 @@ class HostState:
     """One (host, check)'s place in the buckets and its run of fast answers.
 
     ``index``: the bucket (0 = fastest); ``fast``: fast-enough answers in a row;
-    ``count``: how many it takes to move up now; ``down``: the last poll found no
-    connection; ``moves``: bucket changes so far.
+    ``count``: how many it takes to move up now; ``since``: when the first of those was
+    due (for ``time:``); ``down``: the last poll found no connection; ``moves``: bucket
+    changes so far.
     """
 
-    __slots__ = ("buckets", "index", "fast", "count", "down", "moves")
+    __slots__ = ("buckets", "index", "fast", "count", "since", "down", "moves")
 
     def __init__(self, buckets: Buckets, index: int = 0) -> None:
         self.buckets = buckets
         self.index = index
         self.fast = 0
         self.count = buckets.upgrade.minimum
+        self.since: Optional[float] = None
         self.down = False
         self.moves = 0
 
@@ -152,9 +179,11 @@ class HostState:
         """The interval of the bucket the host is in."""
         return self.buckets.intervals[self.index]
 
-    def observe(self, response_time: Optional[float], ok: bool, down: bool = False) -> bool:
+    def observe(self, response_time: Optional[float], ok: bool, down: bool = False,
+                at: Optional[float] = None) -> bool:
         """Apply one poll's outcome (``ok``: it answered in time and successfully;
-        ``down``: there was no connection). Returns whether the host changed bucket."""
+        ``down``: there was no connection; ``at``: when the poll was due, in seconds on any
+        clock, which the ``time:`` rule needs). Returns whether the host changed bucket."""
         self.down = down
         if not self.buckets.adaptive:
             return False
@@ -167,24 +196,39 @@ class HostState:
             self._stay_slow()  # already in the slowest bucket: slow all the same
             return False
         if self.index == 0:
-            self.fast = 0  # nowhere faster to go
+            self._restart_run()  # nowhere faster to go
             return False
         if response_time <= self.buckets.intervals[self.index - 1]:
             self.fast += 1
-            if self.fast >= self.count:
+            if self._earned(at):
                 return self._move_to(self.index - 1, downgrade=False)
             return False
         self._stay_slow()
         return False
 
-    def _stay_slow(self) -> None:
+    def _earned(self, at: Optional[float]) -> bool:
+        """After one more fast answer: has the run earned the upgrade?"""
+        seconds = self.buckets.upgrade.seconds
+        if seconds is None:
+            return self.fast >= self.count
+        if at is None:
+            raise ValueError("the time: upgrade rule needs each poll's time (observe(at=...))")
+        if self.since is None:
+            self.since = at
+        return at - self.since >= seconds - _CLOCK_SLACK
+
+    def _restart_run(self) -> None:
         self.fast = 0
+        self.since = None
+
+    def _stay_slow(self) -> None:
+        self._restart_run()
         upgrade = self.buckets.upgrade
         if upgrade.dynamic:
             self.count = min(upgrade.maximum, self.count + 1)
 
     def _move_to(self, index: int, downgrade: bool) -> bool:
-        self.fast = 0
+        self._restart_run()
         if downgrade and self.buckets.upgrade.dynamic:
             self.count = self.buckets.upgrade.minimum
         if index == self.index:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from typing import Dict, Iterable
 
-from pssh.poll.results import Health, PollResult
+from pssh.poll.results import STATUSES, Health, PollResult
 
 #: A poll is late when it started more than this fraction of its bucket's interval after
 #: it was due (a busy pool, a host's other check still running, a busy hub).
@@ -54,7 +54,9 @@ class HealthCounters:
                         polls_per_s=self._period_polls / elapsed, late=self.late,
                         late_max=self._late_max, hosts_per_bucket=dict(hosts_per_bucket),
                         hosts_down=hosts_down, reconnects=self.reconnects, dropped=dropped,
-                        buffered=buffered, in_flight=in_flight, skipped=self.skipped)
+                        buffered=buffered, in_flight=in_flight, skipped=self.skipped,
+                        **{f"polls_{status}": self.by_status.get(status, 0)
+                           for status in STATUSES})
         if new_period:
             self._period_polls = 0
             self._late_max = 0.0

@@ -102,7 +102,9 @@ def health_fields(health: "Health") -> Dict[str, FieldValue]:
         "late_max": health.late_max, "skipped": health.skipped,
         "hosts_down": health.hosts_down,
         "reconnects": health.reconnects, "dropped": health.dropped,
-        "buffered": health.buffered, "in_flight": health.in_flight}
+        "buffered": health.buffered, "in_flight": health.in_flight,
+        "polls_ok": health.polls_ok, "polls_failed": health.polls_failed,
+        "polls_timeout": health.polls_timeout, "polls_down": health.polls_down}
     for interval, hosts in sorted(health.hosts_per_bucket.items()):
         fields[f"bucket_{bucket_name(interval)}"] = hosts
     return fields

@@ -214,7 +214,7 @@ class Poller:
                     return
                 result = self._run_check(entry, due, interval)
             entry.state.observe(result.response_time, result.status == OK,
-                                down=result.status == DOWN)
+                                down=result.status == DOWN, at=result.time)
             self._emit(result)
         except Exception:  # a bug here must not take the pair off the schedule
             log.exception("%s: poll of check %s failed", entry.session.host, entry.check.name)

@@ -50,9 +50,11 @@ class PollResult:
 class Health:
     """The poller's own metrics at ``time`` (emitted every ``health_interval`` seconds).
 
-    Cumulative since the start: ``polls``, ``late`` (polls that started more than a
-    tenth of their bucket's interval after they were due), ``skipped`` (rounds not polled
-    because their (host, check) fell a whole interval or more behind), ``reconnects``,
+    Cumulative since the start: ``polls``, of which ``polls_ok``, ``polls_failed``,
+    ``polls_timeout`` and ``polls_down`` by :attr:`PollResult.status`, ``late`` (polls
+    that started more than a tenth of their bucket's interval after they were due),
+    ``skipped`` (rounds not polled because their (host, check) fell a whole interval or
+    more behind), ``reconnects``,
     ``dropped`` (points the sinks dropped). Over the last health interval: ``polls_per_s``,
     ``late_max`` (seconds). Now: ``hosts_per_bucket`` ({interval: (host, check) pairs in
     it}), ``hosts_down``, ``buffered`` (points waiting in sinks), ``in_flight`` (polls
@@ -71,6 +73,10 @@ class Health:
     buffered: int = 0
     in_flight: int = 0
     skipped: int = 0
+    polls_ok: int = 0
+    polls_failed: int = 0
+    polls_timeout: int = 0
+    polls_down: int = 0
 
 
 __all__ = ["DOWN", "FAILED", "Health", "OK", "PollResult", "STATUSES", "TIMEOUT", "Value"]

@@ -189,7 +189,9 @@ class HostSession:
         self.last_error = reason
         delay = self.backoff.next_delay()
         self._next_attempt = time.monotonic() + delay
-        log.warning("%s: %s; next connection attempt in %.1f s", self._where(), reason, delay)
+        # Every poll of a host that is down says why (PollResult.error), and pssh poll
+        # shows the first of each kind: a warning per attempt would repeat it for hours.
+        log.info("%s: %s; next connection attempt in %.1f s", self._where(), reason, delay)
 
     def lost(self, reason: str) -> None:
         """The connection that worked is lost (a poll found it dead or hung): drop it; the

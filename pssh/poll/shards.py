@@ -39,6 +39,8 @@ log = logging.getLogger("pssh.poll.shards")
 STOP_TIMEOUT = 20.0
 #: The longest delay (s) before a worker process that died is started again.
 RESTART_MAX = 30.0
+#: Seconds a shard that has said it ended gets to exit before it is killed.
+EXIT_GRACE = 5.0
 #: The job each shard runs.
 JOB = "pssh.fanout.poll:serve"
 
@@ -126,9 +128,17 @@ class _Cumulative:
     skipped: int = 0
     reconnects: int = 0
     dropped: int = 0
+    polls_ok: int = 0
+    polls_failed: int = 0
+    polls_timeout: int = 0
+    polls_down: int = 0
 
     def add(self, report: Health) -> None:
         self.polls += report.polls
+        self.polls_ok += report.polls_ok
+        self.polls_failed += report.polls_failed
+        self.polls_timeout += report.polls_timeout
+        self.polls_down += report.polls_down
         self.late += report.late
         self.skipped += report.skipped
         self.reconnects += report.reconnects
@@ -242,7 +252,12 @@ class ShardedPoller:
         gevent.wait([self._stop, self._shards.ended], timeout=duration, count=1)
         self._stop_deadline = time.monotonic() + self.stop_timeout
         self._shards.stop()
-        if not self._shards.ended.wait(self.stop_timeout / 2):
+        if self._shards.ended.wait(self.stop_timeout / 2):
+            # Every shard has said it ended: all that is left is its process exiting, which
+            # may take a moment more. Without this grace the scope's end would kill a
+            # shard that is already done, and warn about it on every run.
+            self._shards.group.close_timeout = EXIT_GRACE
+        else:
             log.warning("shards still running %s s after they were told to stop: "
                         "killed", self.stop_timeout / 2)
 
@@ -338,7 +353,9 @@ class ShardedPoller:
                       dropped=counted.dropped + sum(s.dropped for s in self.sinks),
                       buffered=sum(r.buffered for r in reports)
                       + sum(s.buffered for s in self.sinks),
-                      in_flight=sum(r.in_flight for r in reports))
+                      in_flight=sum(r.in_flight for r in reports),
+                      polls_ok=counted.polls_ok, polls_failed=counted.polls_failed,
+                      polls_timeout=counted.polls_timeout, polls_down=counted.polls_down)
 
     @property
     def skipped(self) -> int:
