@@ -154,9 +154,11 @@ def host_options(line):
     """(hosts, exclusions) of a command line: -H/-w values, or ``pssh hosts``' own."""
     words = shlex.split(line, comments=True)
     hosts, excluded = [], []
-    taking_values = {"-H", "-w", "--host", "-x", "--exclude"}
+    taking_values = {"-H", "-w", "--host", "-x", "--exclude", "-h", "--hosts"}
     for flag, value in zip(words, words[1:]):
-        if flag in taking_values:
+        if flag in ("-h", "--hosts"):  # a hosts file: the same as ^FILE
+            hosts.append(f"^{value}")
+        elif flag in taking_values:
             (excluded if flag in ("-x", "--exclude") else hosts).append(value)
     if words[1] == "hosts":
         hosts += [w for w, before in zip(words[2:], words[1:]) if not w.startswith("-")
@@ -171,6 +173,9 @@ def test_every_documented_host_expression_is_read(tmp_path):
         hosts, excluded = host_options(line)
         if not hosts:
             continue
+        for name in (h[1:] for h in hosts if h.startswith("^")):  # the example's file
+            if not (tmp_path / name).exists():
+                (tmp_path / name).write_text("web[01-40]\ndb[1-2]\n")
         every = ["-H" if i % 2 == 0 else h for h in hosts for i in range(2)]
         total = pssh("hosts", *every, "--count", cwd=tmp_path)
         assert total.returncode == 0, (line, total.stderr)
