@@ -127,6 +127,26 @@ def tcp_owners(address: str, port: int) -> list:
     return owners
 
 
+def tcp_peers(pid: int) -> list:
+    """The processes at the other end of ``pid``'s TCP connections on this machine (an
+    sshd session's: its client), ``pid`` itself left out."""
+    try:
+        inodes = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
+                  if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
+        with open("/proc/net/tcp") as fh:
+            rows = [line.split() for line in fh.readlines()[1:]]
+    except OSError:  # ended meanwhile
+        return []
+    peers = set()
+    for row in rows:
+        if row[9] in inodes and row[3] == "01":  # established
+            address, port = row[2].split(":")
+            host = socket.inet_ntoa(int(address, 16).to_bytes(4, "little"))
+            peers.update(tcp_owners(host, int(port, 16)))
+    peers.discard(pid)
+    return sorted(peers)
+
+
 def signal_each(pids, signum: int) -> list:
     """Send ``signum`` to each of ``pids``; returns those that were still there (one that
     ended since it was listed is skipped)."""

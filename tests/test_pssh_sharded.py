@@ -4,7 +4,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 import tracemalloc
 import uuid
 
@@ -17,6 +16,7 @@ from pssh.fanout.process import WORKER_MODULE, worker_count
 from pssh.sshd import ServerGroup, free_port
 from loopback import address, addresses
 from processes import alive, children_running, processes_with
+from waiting import gone
 
 
 @pytest.fixture(scope="module")
@@ -176,11 +176,8 @@ def test_ctrl_c_stops_the_workers_and_the_remote_commands(group, tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
     assert "KeyboardInterrupt" in stderr
-    deadline = time.monotonic() + 10
-    while (processes_with(sleeper) or any(alive(p) for p in pids)) \
-            and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert processes_with(sleeper) == [] and not any(alive(p) for p in pids)
+    assert gone(lambda: processes_with(sleeper) + [p for p in pids if alive(p)], 10,
+                "the remote commands and the workers ended") == []
 
 
 def commands_of(marker, program):
@@ -215,7 +212,4 @@ def test_hosts_asking_for_their_workers_at_once_start_each_worker_once(group, tm
                    raise_error=True)
     assert len(_our_workers()) == 2
     client.close()
-    deadline = time.monotonic() + 10
-    while _our_workers() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert _our_workers() == []
+    assert gone(_our_workers, 10, "the workers ended") == []

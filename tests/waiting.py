@@ -67,7 +67,7 @@ async def eventually_async(predicate: Callable[[], Union[T, Awaitable[T]]],
 
 
 def gone(find: Callable[[], list], timeout: float = TIMEOUT, what: str = "",
-         interval: float = INTERVAL) -> list:
+         interval: float = INTERVAL, pause: Callable[[float], object] = time.sleep) -> list:
     """What ``find()`` still lists once it is empty or ``timeout`` has passed (processes
     end some moments after being told to): ``[]`` when everything went. For
     ``assert gone(...) == []``, whose failure shows what stayed."""
@@ -77,7 +77,7 @@ def gone(find: Callable[[], list], timeout: float = TIMEOUT, what: str = "",
         left[:] = find()
         return not left
     try:
-        eventually(empty, timeout, what or "gone", interval)
+        eventually(empty, timeout, what or "gone", interval, pause)
     except NeverHappened:
         pass
     return left

@@ -102,13 +102,25 @@ def connect_first(host: str, port: int, deadline: Optional[float] = None
 
 def relay(link: Link, channel: Channel, sock: socket.socket, name: str) -> Procedure[None]:
     """Copy ``sock`` to ``channel`` and ``channel`` to ``sock`` until both finish; then
-    close both. ``sock`` must be non-blocking."""
+    close both. ``sock`` must be non-blocking. A direction that fails ends the other too:
+    left alone it could wait for ever on a socket or channel that will not move again,
+    holding the connection open (a forwarded agent's relay did, after the remote side
+    closed its channel)."""
     streams = CommandStreams(link, channel)
     streams.auto_finish = False  # the far end may still send after its EOF
     tasks: List[Task] = []
+    failed: List[bool] = []
+
+    def stop_both() -> None:
+        failed.append(True)
+        for task in tasks:
+            task.cancel()  # (a task cancelling itself is ending anyway)
     try:
-        tasks.append((yield Spawn(_upstream(streams, sock, name), f"{name} up")))
-        tasks.append((yield Spawn(_downstream(streams, sock, name), f"{name} down")))
+        tasks.append((yield Spawn(_upstream(streams, sock, name, stop_both), f"{name} up")))
+        tasks.append((yield Spawn(_downstream(streams, sock, name, stop_both),
+                                  f"{name} down")))
+        if failed:  # the first failed before the second had begun
+            stop_both()
         for task in tasks:
             yield from task.join()
     finally:
@@ -122,7 +134,8 @@ def relay(link: Link, channel: Channel, sock: socket.socket, name: str) -> Proce
                 log.debug("%s: closing %s: %s", link.host, name, err)
 
 
-def _upstream(streams: CommandStreams, sock: socket.socket, name: str) -> Procedure[None]:
+def _upstream(streams: CommandStreams, sock: socket.socket, name: str,
+              failed: Callable[[], None]) -> Procedure[None]:
     try:
         while True:
             data = yield from recv(sock)
@@ -132,10 +145,11 @@ def _upstream(streams: CommandStreams, sock: socket.socket, name: str) -> Proced
         yield from streams.send_eof()
     except _ENDED as err:
         log.debug("%s: %s ended sending: %s", streams.link.host, name, err)
-        sock.close()
+        failed()
 
 
-def _downstream(streams: CommandStreams, sock: socket.socket, name: str) -> Procedure[None]:
+def _downstream(streams: CommandStreams, sock: socket.socket, name: str,
+                failed: Callable[[], None]) -> Procedure[None]:
     out = streams.buffers[0]
     try:
         while True:
@@ -147,7 +161,7 @@ def _downstream(streams: CommandStreams, sock: socket.socket, name: str) -> Proc
         sock.shutdown(socket.SHUT_WR)
     except _ENDED as err:
         log.debug("%s: %s ended receiving: %s", streams.link.host, name, err)
-        sock.close()
+        failed()
 
 
 # -- tunnels -------------------------------------------------------------------------------
