@@ -38,16 +38,22 @@ LEFT_BEHIND_GRACE = 15.0
 #: The modules checked for processes left behind: those whose tests were made to clean
 #: up. A module joins once its leaks are fixed (run it with
 #: ``PSSH_TESTS_CHECK_EVERY_MODULE=1``: each leak fails its test, naming the processes).
-#: Not all of them yet: many tests leave their clients to the collector, and a leak costs
-#: its test the whole grace above.
+#: Not yet: modules whose tests restart a fixture's server themselves (an sshd crashed
+#: on purpose, influxd stopped mid-run), which this would count, modules that start no
+#: process (parsing, layout, import order), and the slow end-to-end ones (docs, examples,
+#: benchmarks, third-party programs) not yet run with it.
 LEFT_BEHIND_CHECKED = {
-    "test_aio", "test_channel", "test_cli", "test_cli_modes", "test_cli_views",
-    "test_exceptions", "test_exit_status", "test_fanout", "test_front_ends",
-    "test_host_errors_keys", "test_host_errors_transfers", "test_hostile_names",
-    "test_hostile_output", "test_hostile_transfers", "test_lifetimes", "test_nonblocking",
-    "test_poll_cli", "test_pssh_cancel", "test_pssh_compat", "test_pssh_deadlines",
-    "test_pssh_keepalive", "test_pssh_parallel", "test_pssh_sharded", "test_pssh_transfer",
-    "test_session", "test_sftp", "test_stop_truth", "test_threads",
+    "test_aio", "test_aio_callbacks", "test_aio_exceptions", "test_channel", "test_cli",
+    "test_cli_modes", "test_cli_signals", "test_cli_views", "test_core", "test_exceptions",
+    "test_exit_status", "test_fanout", "test_front_ends", "test_host_errors_keys",
+    "test_host_errors_transfers", "test_host_key_credentials", "test_hostile_names",
+    "test_hostile_output", "test_hostile_transfers", "test_knownhost", "test_lifetimes",
+    "test_nonblocking", "test_poll_buckets", "test_poll_cli", "test_pssh_agent_forwarding",
+    "test_pssh_cancel", "test_pssh_certificates", "test_pssh_compat", "test_pssh_deadlines",
+    "test_pssh_host_certificates", "test_pssh_jump", "test_pssh_keepalive",
+    "test_pssh_keys", "test_pssh_known_hosts", "test_pssh_parallel", "test_pssh_sharded",
+    "test_pssh_transfer", "test_session", "test_sftp", "test_ssh2_compat",
+    "test_stop_truth", "test_threads", "test_virtual_clock",
 }
 
 
