@@ -162,6 +162,11 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
     process, sharded over worker processes (``--processes``) or over a Dask cluster
     (``--scheduler``)."""
     _check_paths(args)
+    if getattr(args, "send_input", False):
+        # Read whole before any host starts (and before the run's signal handling, so
+        # Ctrl-C at a terminal still ends a read that waits): every host gets the same.
+        args.input_data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+        log.debug("-I: sending %d bytes of input to every host", len(args.input_data))
     from pssh.cli.executors import ClientExecutor
     pipeline = Pipeline(args, [h.label for h in hosts], _display(args, hosts))
     return pipeline.run(lambda events: ClientExecutor(args, hosts, connect, config, events))
