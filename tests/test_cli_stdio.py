@@ -120,3 +120,32 @@ def test_megabytes_of_input_to_a_command_writing_output_meanwhile(group, known, 
     for host in group.hosts:
         assert (out / f"{host}.stdout").read_bytes() == reference.stdout
         assert (out / f"{host}.stderr").read_bytes() == b""
+
+
+BOTH_STREAMS = "echo out1; echo err1 >&2; echo out2; printf 'err2\\n' >&2; echo out3"
+
+
+@pytest.mark.parametrize("mode", ["one-process", "processes-2"])
+def test_stderr_lines_go_to_stderr_labelled_stdout_lines_to_stdout(group, known, mode,
+                                                                   tmp_path):
+    # Today's main printed both streams' lines on stdout.
+    reference = ssh(group, group.hosts[0], BOTH_STREAMS, known)
+    assert reference.returncode == 0
+    assert reference.stdout.splitlines() == [b"out1", b"out2", b"out3"]
+    assert reference.stderr.splitlines() == [b"err1", b"err2"]
+    result = pssh_run(group, known, *MODES[mode], "--", BOTH_STREAMS)
+    assert result.returncode == 0, result.stderr
+    for host in group.hosts:
+        assert lines_of(result.stdout, host) == reference.stdout.splitlines()
+        assert lines_of(result.stderr, host) == reference.stderr.splitlines()
+    # Nothing else on either: every line is a host's, on its own stream.
+    assert len(result.stdout.splitlines()) == 3 * len(group.hosts)
+    assert len(result.stderr.splitlines()) == 2 * len(group.hosts)
+    # --output-dir keeps them apart in files the same way.
+    files = tmp_path / "files"
+    result = pssh_run(group, known, *MODES[mode], "--output-dir", str(files), "--",
+                      BOTH_STREAMS)
+    assert result.returncode == 0, result.stderr
+    for host in group.hosts:
+        assert (files / f"{host}.stdout").read_bytes() == reference.stdout
+        assert (files / f"{host}.stderr").read_bytes() == reference.stderr
