@@ -149,3 +149,28 @@ def test_stderr_lines_go_to_stderr_labelled_stdout_lines_to_stdout(group, known,
     for host in group.hosts:
         assert (files / f"{host}.stdout").read_bytes() == reference.stdout
         assert (files / f"{host}.stderr").read_bytes() == reference.stderr
+
+
+def permanently_added(stderr: bytes, prefix: bytes):
+    return sorted(line[len(prefix):] for line in stderr.splitlines()
+                  if line.startswith(prefix + b"Permanently added"))
+
+
+@EVERY_MODE
+def test_a_new_host_key_is_announced_once_per_host_in_ssh_s_words(group, tmp_path, mode):
+    # Today's main added the keys silently.
+    needs(mode)
+    said_by_ssh = []
+    for host in group.hosts:
+        done = ssh(group, host, "true", tmp_path / "ssh_known_hosts", policy="accept-new")
+        assert done.returncode == 0, done.stderr
+        said_by_ssh += permanently_added(done.stderr, b"Warning: ")
+    assert len(said_by_ssh) == len(group.hosts)
+    ours = tmp_path / "known_hosts"
+    first = pssh_run(group, ours, *MODES[mode], "--", "true", policy="accept-new")
+    assert first.returncode == 0, first.stderr
+    assert permanently_added(first.stderr, b"pssh: ") == sorted(said_by_ssh)
+    again = pssh_run(group, ours, *MODES[mode], "--", "true", policy="accept-new")
+    assert again.returncode == 0, again.stderr
+    assert b"Permanently added" not in again.stderr  # known now: nothing to say
+    assert os.path.getsize(ours) > 0

@@ -37,6 +37,11 @@ class _DisplayLogHandler(logging.Handler):
         self.display.message(self.format(record))
 
 
+#: Loggers whose INFO records are shown without -v: what ssh says at its default LogLevel
+#: (INFO), such as "Permanently added '<host>' (<TYPE>) to the list of known hosts."
+SHOWN_AT_INFO = ("pssh.core.known_hosts",)
+
+
 def _not_a_host_failure(record: logging.LogRecord) -> bool:
     """Without -v: the clients' error records about one host's failure are left out, as
     the run reports each host's failure itself (once, whatever runs the hosts); errors
@@ -150,10 +155,15 @@ def _display(args, hosts: List[HostSpec]) -> Display:
     handler = _DisplayLogHandler(display)
     handler.setFormatter(logging.Formatter("pssh: %(message)s"))
     level = max(logging.DEBUG, logging.WARNING - 10 * args.verbose)
-    handler.setLevel(level)  # libraries' loggers with levels of their own (Dask's) included
+    # The level applies to libraries' loggers with levels of their own (Dask's) too; the
+    # few records ssh shows at its default level pass below it.
+    handler.setLevel(min(level, logging.INFO))
+    handler.addFilter(lambda record: record.levelno >= level or record.name in SHOWN_AT_INFO)
     if not args.verbose:
         handler.addFilter(_not_a_host_failure)
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    for name in SHOWN_AT_INFO:
+        logging.getLogger(name).setLevel(min(level, logging.INFO))
     return display
 
 
