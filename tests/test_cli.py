@@ -142,10 +142,15 @@ def test_copy_and_fetch_trees(group, tmp_path, sharding):
     (tree / "sub").mkdir(parents=True)
     (tree / "a.txt").write_text("alpha\n")
     (tree / "sub" / "b.bin").write_bytes(os.urandom(200_000))
-    remote = f"/tmp/pssh-cli-{os.getpid()}"
+    # The hosts share this machine's files: copied into a directory that exists, as scp
+    # does it, every host writes the same remote/tree (a target that did not exist would
+    # be made by the first host, and the others would copy into it).
+    remote_dir = tmp_path / "remote"
+    remote_dir.mkdir()
     result = pssh("copy", "-r", *hosts_arg(group), *conn(group, tmp_path), *sharding, str(tree),
-                  remote)
+                  str(remote_dir))
     assert result.returncode == 0, result.stderr
+    remote = str(remote_dir / "tree")
     fetched = tmp_path / "fetched"
     result = pssh("fetch", "-r", *hosts_arg(group), *conn(group, tmp_path), *sharding, remote,
                   str(fetched))

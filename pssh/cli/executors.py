@@ -216,17 +216,24 @@ class ClientExecutor:
         return progress
 
     def _copy(self, index: int) -> Outcome:
+        # As scp: into the remote path if it is a directory, else to it.
         self.client.copy_file_to_host(index, self.args.local, self.args.remote,
                                       recurse=self.args.recursive,
-                                      callback=self._byte_counter(index))
+                                      callback=self._byte_counter(index), into_directory=True)
         return None, None, None
 
     def _fetch(self, index: int) -> Outcome:
         args = self.args
         name = posixpath.basename(args.remote.rstrip("/")) or "root"
         local = os.path.join(args.local, file_name(self.labels[index]), name)
-        self.client.copy_remote_file_from_host(index, args.remote, local, recurse=args.recursive,
-                                               callback=self._byte_counter(index))
+        try:
+            self.client.copy_remote_file_from_host(index, args.remote, local,
+                                                   recurse=args.recursive,
+                                                   callback=self._byte_counter(index))
+        except ValueError as err:  # the API's words name its keyword: say the flag
+            if args.recursive or "is a directory" not in str(err):
+                raise
+            raise ValueError(f"{args.remote} is a directory: add -r to fetch it") from None
         return None, None, None
 
 
