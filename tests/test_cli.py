@@ -60,11 +60,16 @@ def test_run_streams_prefixed_lines_and_exits_zero(group, tmp_path):
     result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), "--",
                   "echo", "out;", "echo", "err", ">&2")
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    lines, errors = result.stdout.splitlines(), result.stderr.splitlines()
     for host in group.hosts:
         assert f"[{host}] out" in lines
-        assert f"[{host}] err" in lines
-    assert result.stderr == ""  # quiet when all is well and not on a terminal
+        assert f"[{host}] err" in errors  # each stream to its own, as ssh
+    # Quiet when all is well and not on a terminal: nothing else but, as from ssh, the
+    # host keys added to the (new) known_hosts file.
+    assert len(lines) == len(group.hosts)
+    others = [line for line in errors if not line.endswith("] err")]
+    assert len(others) == len(group.hosts)
+    assert all(line.startswith("pssh: Permanently added '") for line in others)
 
 
 # The same runs with the hosts sharded over worker processes.
