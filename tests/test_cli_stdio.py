@@ -122,6 +122,21 @@ def test_megabytes_of_input_to_a_command_writing_output_meanwhile(group, known, 
         assert (out / f"{host}.stderr").read_bytes() == b""
 
 
+@EVERY_MODE
+def test_a_command_that_reads_part_of_its_input_ends_quietly(group, known, mode):
+    # head stops reading and exits; the rest of the input has nowhere to go. ssh says
+    # nothing about it, and neither does pssh, whichever mode writes the input.
+    needs(mode)
+    data = b"0123456789" * 400_000  # 4 MB: far more than the channel's window takes
+    reference = ssh(group, group.hosts[0], "head -c 12; echo", known, stdin=data)
+    assert reference.returncode == 0 and reference.stderr == b""
+    result = pssh_run(group, known, *MODES[mode], "-I", "--", "head -c 12; echo", stdin=data)
+    assert result.returncode == 0, result.stderr
+    for host in group.hosts:
+        assert lines_of(result.stdout, host) == reference.stdout.splitlines()
+    assert result.stderr == reference.stderr
+
+
 BOTH_STREAMS = "echo out1; echo err1 >&2; echo out2; printf 'err2\\n' >&2; echo out3"
 
 
