@@ -60,11 +60,16 @@ def test_run_streams_prefixed_lines_and_exits_zero(group, tmp_path):
     result = pssh("run", *hosts_arg(group), *conn(group, tmp_path), "--",
                   "echo", "out;", "echo", "err", ">&2")
     assert result.returncode == 0, result.stderr
-    lines = result.stdout.splitlines()
+    lines, errors = result.stdout.splitlines(), result.stderr.splitlines()
     for host in group.hosts:
         assert f"[{host}] out" in lines
-        assert f"[{host}] err" in lines
-    assert result.stderr == ""  # quiet when all is well and not on a terminal
+        assert f"[{host}] err" in errors  # each stream to its own, as ssh
+    # Quiet when all is well and not on a terminal: nothing else but, as from ssh, the
+    # host keys added to the (new) known_hosts file.
+    assert len(lines) == len(group.hosts)
+    others = [line for line in errors if not line.endswith("] err")]
+    assert len(others) == len(group.hosts)
+    assert all(line.startswith("pssh: Permanently added '") for line in others)
 
 
 # The same runs with the hosts sharded over worker processes.
@@ -142,10 +147,15 @@ def test_copy_and_fetch_trees(group, tmp_path, sharding):
     (tree / "sub").mkdir(parents=True)
     (tree / "a.txt").write_text("alpha\n")
     (tree / "sub" / "b.bin").write_bytes(os.urandom(200_000))
-    remote = f"/tmp/pssh-cli-{os.getpid()}"
+    # The hosts share this machine's files: copied into a directory that exists, as scp
+    # does it, every host writes the same remote/tree (a target that did not exist would
+    # be made by the first host, and the others would copy into it).
+    remote_dir = tmp_path / "remote"
+    remote_dir.mkdir()
     result = pssh("copy", "-r", *hosts_arg(group), *conn(group, tmp_path), *sharding, str(tree),
-                  remote)
+                  str(remote_dir))
     assert result.returncode == 0, result.stderr
+    remote = str(remote_dir / "tree")
     fetched = tmp_path / "fetched"
     result = pssh("fetch", "-r", *hosts_arg(group), *conn(group, tmp_path), *sharding, remote,
                   str(fetched))

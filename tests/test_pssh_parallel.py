@@ -128,6 +128,26 @@ def test_stdin(group, known_hosts):
     assert list(out.stdout) == ["from stdin", "done"]
 
 
+def test_stdin_flush_keeps_the_output_not_yet_read(group, known_hosts):
+    # libssh2's channel_flush throws away output received and not yet read: flush() must
+    # not call it. Input written (and flushed) while the command echoes it back all comes
+    # back, byte for byte.
+    client = client_for(group, known_hosts, hosts=group.hosts[:1])
+    data = b"".join(b"%07d %s\n" % (i, b"x" * 56) for i in range(64 * 1024))  # 4 MiB
+    out = client.run_command("cat")[0]
+
+    def feed():
+        for start in range(0, len(data), 64 * 1024):
+            out.stdin.write(data[start:start + 64 * 1024])
+            out.stdin.flush()
+        out.stdin.close()
+
+    feeder = gevent.spawn(feed)
+    echoed = b"".join(out.buffers.stdout.rw_buffer.chunks())
+    feeder.get(timeout=60)
+    assert len(echoed) == len(data) and echoed == data
+
+
 def test_as_completed_yields_fastest_first(group, known_hosts):
     client = client_for(group, known_hosts, hosts=group.hosts[:3])
     output = client.run_command("sleep %s; echo $0", host_args=["1.5", "0", "0.5"],

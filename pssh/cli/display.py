@@ -158,11 +158,14 @@ class Display:
     def _colour(self, host: str) -> str:
         return self._colours.setdefault(host, _COLOURS[len(self._colours) % len(_COLOURS)])
 
-    def _print(self, text: Text) -> None:
+    def _print(self, text: Text, to_err: bool = False) -> None:
         # On a terminal, print through the live display so the bar stays below.
-        console = self._live.console if self._live is not None and self.out.isatty() \
-            else self._out_console
-        console.print(text, markup=False, highlight=False, overflow="ignore", crop=False)
+        on_tty = (self.err if to_err else self.out).isatty()
+        console = self._live.console if self._live is not None and on_tty \
+            else self._err_console if to_err else self._out_console
+        # (The stderr console wraps the summary table; a host's line is never wrapped.)
+        console.print(text, markup=False, highlight=False, overflow="ignore", crop=False,
+                      soft_wrap=True if console is self._err_console else None)
 
     def message(self, text: str) -> None:
         """A diagnostic (log record) on stderr."""
@@ -174,10 +177,12 @@ class Display:
             self.err.flush()
 
     def line(self, host: str, line: str, stderr: bool = False) -> None:
-        shown = self._for_out
+        """A streamed line, ``[host] line``: a host's stdout on stdout, its stderr on
+        stderr (as ssh, clush and pdsh keep them apart)."""
+        shown = self._for_err if stderr else self._for_out
         text = Text(f"[{shown(host)}] ", style=self._colour(host))
         text.append(shown(line), style="red" if stderr else None)
-        self._print(text)
+        self._print(text, to_err=stderr)
 
     def text(self, line: str, style: Optional[str] = None) -> None:
         """A line of output of our own (gathered views, diffs: hosts' lines inside)."""

@@ -189,12 +189,16 @@ class ClientExecutor:
 
         buffers = output.buffers
         assert buffers is not None  # a command that started (a failure was raised)
+        # Input is written beside the reading of output, never before it: a command that
+        # writes while it reads would otherwise fill its output window and stop reading.
+        feeder = gevent.spawn(send_input, output, getattr(args, "input_data", None),
+                              self.labels[index])
         pumps = [gevent.spawn(pump, buffers.stdout, False),
                  gevent.spawn(pump, buffers.stderr, True)]
         try:
             gevent.joinall(pumps)
         finally:
-            gevent.killall(pumps)
+            gevent.killall(pumps + [feeder])
         if failed:
             raise failed[0]
         self.commands.pop(index, None)
@@ -222,18 +226,44 @@ class ClientExecutor:
         return progress
 
     def _copy(self, index: int) -> Outcome:
+        # As scp: into the remote path if it is a directory, else to it.
         self.client.copy_file_to_host(index, self.args.local, self.args.remote,
                                       recurse=self.args.recursive,
-                                      callback=self._byte_counter(index))
+                                      callback=self._byte_counter(index), into_directory=True)
         return None, None, None
 
     def _fetch(self, index: int) -> Outcome:
         args = self.args
         name = posixpath.basename(args.remote.rstrip("/")) or "root"
         local = os.path.join(args.local, file_name(self.labels[index]), name)
-        self.client.copy_remote_file_from_host(index, args.remote, local, recurse=args.recursive,
-                                               callback=self._byte_counter(index))
+        try:
+            self.client.copy_remote_file_from_host(index, args.remote, local,
+                                                   recurse=args.recursive,
+                                                   callback=self._byte_counter(index))
+        except ValueError as err:  # the API's words name its keyword: say the flag
+            if args.recursive or "is a directory" not in str(err):
+                raise
+            raise ValueError(f"{args.remote} is a directory: add -r to fetch it") from None
         return None, None, None
+
+
+#: Bytes of input per write: each is one message to a worker process or Dask task, and a
+#: small one lets the other hosts' messages through between them.
+INPUT_PIECE = 64 * 1024
+
+
+def send_input(output: HostOutput, data: Optional[bytes], label: str) -> None:
+    """Write ``data`` (``-I``; None: nothing) to the command's standard input, then end
+    it, as ssh does: a command that reads its input gets end of file, never waits for
+    more. A command that exits without reading it all is no failure (nor is it for ssh)."""
+    stdin = output.stdin
+    try:
+        if data:
+            for start in range(0, len(data), INPUT_PIECE):
+                stdin.write(data[start:start + INPUT_PIECE])
+        stdin.close()
+    except Exception as err:  # the command ended, or the connection did: output says so
+        log.debug("%s: sending standard input: %s", label, err)
 
 
 def taking_turns(items: Iterable) -> Iterator:

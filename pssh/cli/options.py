@@ -265,6 +265,10 @@ def build() -> argparse.ArgumentParser:
                            help="write DIR/<host>.stdout and .stderr as lines come, and "
                                 "DIR/<host>.status when the host ends")
             p.add_argument("--sudo", action="store_true", help="run the command with sudo")
+            p.add_argument("-I", "--send-input", action="store_true",
+                           help="read local stdin once and send it to every host's command, "
+                                "then end of file (default: the commands read end of file "
+                                "at once, as ssh host CMD </dev/null)")
             p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                            help="the command line to run (after --)")
         elif name != "ping":

@@ -38,6 +38,11 @@ class _DisplayLogHandler(logging.Handler):
         self.display.message(self.format(record))
 
 
+#: Loggers whose INFO records are shown without -v: what ssh says at its default LogLevel
+#: (INFO), such as "Permanently added '<host>' (<TYPE>) to the list of known hosts."
+SHOWN_AT_INFO = ("pssh.core.known_hosts",)
+
+
 def _not_a_host_failure(record: logging.LogRecord) -> bool:
     """Without -v: the clients' error records about one host's failure are left out, as
     the run reports each host's failure itself (once, whatever runs the hosts); errors
@@ -161,10 +166,15 @@ def _display(args, hosts: List[HostSpec]) -> Display:
     handler = _DisplayLogHandler(display)
     handler.setFormatter(logging.Formatter("pssh: %(message)s"))
     level = max(logging.DEBUG, logging.WARNING - 10 * args.verbose)
-    handler.setLevel(level)  # libraries' loggers with levels of their own (Dask's) included
+    # The level applies to libraries' loggers with levels of their own (Dask's) too; the
+    # few records ssh shows at its default level pass below it.
+    handler.setLevel(min(level, logging.INFO))
+    handler.addFilter(lambda record: record.levelno >= level or record.name in SHOWN_AT_INFO)
     if not args.verbose:
         handler.addFilter(_not_a_host_failure)
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    for name in SHOWN_AT_INFO:
+        logging.getLogger(name).setLevel(min(level, logging.INFO))
     return display
 
 
@@ -173,6 +183,11 @@ def _execute(args, hosts: List[HostSpec], connect: ConnectOptions, config) -> in
     process, sharded over worker processes (``--processes``) or over a Dask cluster
     (``--scheduler``)."""
     _check_paths(args)
+    if getattr(args, "send_input", False):
+        # Read whole before any host starts (and before the run's signal handling, so
+        # Ctrl-C at a terminal still ends a read that waits): every host gets the same.
+        args.input_data = sys.stdin.buffer.read() if sys.stdin is not None else b""
+        log.debug("-I: sending %d bytes of input to every host", len(args.input_data))
     from pssh.cli.executors import ClientExecutor
     pipeline = Pipeline(args, labels(hosts, connect.port), _display(args, hosts))
     return pipeline.run(lambda events: ClientExecutor(args, hosts, connect, config, events))

@@ -327,9 +327,24 @@ def verify_host_key(session: Session, host: str, port: int, policy: str = "accep
         raise UnknownHostKeyError.at(
             host, port, f"host is not in {path} (policy 'strict'); its key is {fingerprint(key)}")
     _append(path, f"{name} {key_type_of(key)} {base64.b64encode(key).decode()}\n")
-    log.info("%s:%d: added host key %s %s to %s", host, port, key_type_of(key),
-             fingerprint(key), path)
+    # ssh's words, at ssh's level for them (INFO: shown unless -q); the details below.
+    log.info("Permanently added '%s' (%s) to the list of known hosts.", name,
+             ssh_type_name(key_type_of(key)))
+    log.debug("%s:%d: added host key %s %s to %s", host, port, key_type_of(key),
+              fingerprint(key), path)
     return True
+
+
+#: How OpenSSH names key types in its messages ("ED25519", not "ssh-ed25519").
+_SSH_TYPE_NAMES = {"ssh-ed25519": "ED25519", "ssh-rsa": "RSA", "ssh-dss": "DSA",
+                   "ecdsa-sha2-nistp256": "ECDSA", "ecdsa-sha2-nistp384": "ECDSA",
+                   "ecdsa-sha2-nistp521": "ECDSA", "sk-ssh-ed25519@openssh.com": "ED25519-SK",
+                   "sk-ecdsa-sha2-nistp256@openssh.com": "ECDSA-SK"}
+
+
+def ssh_type_name(key_type: str) -> str:
+    """OpenSSH's name of a key type in its messages (``ssh-ed25519`` -> ``ED25519``)."""
+    return _SSH_TYPE_NAMES.get(key_type, key_type)
 
 
 def _let_through(host: str, port: int, reason: str) -> bool:

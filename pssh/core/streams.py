@@ -359,7 +359,11 @@ class CommandStreams:
         yield from self.link.write(self.channel.write, data, what="writing stdin")
 
     def flush(self) -> Procedure[None]:
-        yield from self.link.call(self.channel.flush, what="flushing stdin")
+        """Nothing to do: :meth:`write` returns once libssh2 has taken the data. libssh2's
+        ``channel_flush`` is no input flush: it throws away the output received and not yet
+        read, so calling it here lost output of a command being written to."""
+        return
+        yield  # never reached: makes this function a generator, i.e. a procedure
 
     def send_eof(self) -> Procedure[None]:
         """End the command's standard input (once)."""

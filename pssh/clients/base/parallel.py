@@ -513,11 +513,14 @@ class BaseParallelSSHClient:
         return self._run_command(host_i, self.hosts[host_i], command, **kwargs)
 
     def copy_file_to_host(self, host_i: int, local_file: str, remote_file: str,
-                          recurse: bool = False, callback=None) -> None:
+                          recurse: bool = False, callback=None,
+                          into_directory: bool = False) -> None:
         """``copy_file`` for ``hosts[host_i]`` alone, done when it returns; ``callback(done,
-        total)`` is called with the bytes of each file as they go."""
+        total)`` is called with the bytes of each file as they go; ``into_directory``: the
+        target as ``scp`` decides it (see the single client's ``copy_file``)."""
         self._copy_file(host_i, self.hosts[host_i], local_file, remote_file, recurse=recurse,
-                        callback=callback)
+                        callback=callback, **({"into_directory": True} if into_directory
+                                              else {}))
 
     def copy_remote_file_from_host(self, host_i: int, remote_file: str, local_file: str,
                                    recurse: bool = False, callback=None) -> None:

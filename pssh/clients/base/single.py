@@ -134,10 +134,10 @@ class Stdin:
             self._client.eagain_write(self._channel.write, data)
 
     def flush(self) -> None:
+        """Kept for parallel-ssh's API: ``write`` has sent the data already. (libssh2's
+        ``channel_flush`` would throw away unread output, so it is never called.)"""
         if self._reader is not None:
             self._reader.flush()
-        elif hasattr(self._channel, "flush"):
-            self._client.eagain(self._channel.flush)
 
     def close(self) -> None:
         """End the input: the command sees end of file."""

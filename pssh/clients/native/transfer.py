@@ -120,22 +120,39 @@ class TransferMixin(_Client):
 
     @on_this_host
     def copy_file(self, local_file: str, remote_file: str, recurse: bool = False,
-                  sftp=None, callback: Progress = None) -> None:
+                  sftp=None, callback: Progress = None, into_directory: bool = False) -> None:
         """Copy a local file (with ``recurse``, a directory tree) to the server.
 
         Missing remote parent directories are created. ``callback(done, total)``
-        reports each file's progress in bytes.
+        reports each file's progress in bytes. With ``into_directory``, the target is
+        decided as ``scp`` decides it: an existing remote directory receives the copy
+        under the local name (``site`` to ``/srv/``: ``/srv/site``); a path that does not
+        exist becomes the copy; one that ends in ``/`` must be a directory.
         """
-        if os.path.isdir(local_file):
-            if not recurse:
-                raise ValueError(f"{local_file} is a directory: pass recurse=True")
-            return self._copy_dir(local_file, remote_file, self._sftp(sftp))
+        if os.path.isdir(local_file) and not recurse:
+            raise ValueError(f"{local_file} is a directory: pass recurse=True")
         sftp = self._sftp(sftp)
+        if into_directory:
+            remote_file = self._scp_target(sftp, local_file, remote_file)
+        if os.path.isdir(local_file):
+            return self._copy_dir(local_file, remote_file, sftp)
         destination = self._remote_paths_split(remote_file)
         if destination is not None and self._remote_stat(sftp, destination) is None:
             self.mkdir(sftp, destination)
         self.sftp_put(sftp, local_file, remote_file, callback=callback)
         logger.info("copied %s to %s:%s", local_file, self.host, remote_file)
+
+    def _scp_target(self, sftp, local_file: str, remote_file: str) -> str:
+        """Where ``scp local_file host:remote_file`` puts the copy (see ``copy_file``)."""
+        attrs = self._remote_stat(sftp, remote_file.rstrip("/") or "/")
+        if attrs is not None and _is_dir(attrs):
+            name = os.path.basename(os.path.normpath(local_file))
+            return posixpath.join(remote_file, name)
+        if remote_file.endswith("/"):
+            raise exc.SFTPIOError("%s:%s: cannot copy %s into %s: no such directory",
+                                  self.host, self.port, local_file, remote_file,
+                                  host=self.host, port=self.port)
+        return remote_file
 
     def _sftp_put(self, remote_fh, local_file: str, callback: Progress = None) -> int:
         """Write the local file into an open remote file handle; returns the bytes sent."""

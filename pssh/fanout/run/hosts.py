@@ -44,6 +44,16 @@ class Group(Protocol):
     def stop(self, workers: list, timeout: Optional[float] = None) -> None: ...
 
 
+def lowest_pssh_level() -> int:
+    """The lowest level any of pssh's loggers logs at here: the level the workers send
+    records at. Each record sent is then handled here by the logger of its name, at that
+    logger's level (a program that shows one logger's INFO records sees its workers')."""
+    loggers = [logger for name, logger in logging.root.manager.loggerDict.items()
+               if name.startswith("pssh.") and isinstance(logger, logging.Logger)]
+    return min([logging.getLogger("pssh").getEffectiveLevel()]
+               + [logger.level for logger in loggers if logger.level])
+
+
 class ShardWorker:
     """One worker of the run job: the calls waiting for an answer, its commands."""
 
@@ -214,7 +224,7 @@ class ShardedHosts:
         shard = [(i, hosts[i]) for i in indices]
         options = [self._options(i) for i in indices]
         init = (shard, options, self.ssh_config or False, self.pool_size,
-                logging.getLogger("pssh").getEffectiveLevel(), self.own_process)
+                lowest_pssh_level(), self.own_process)
         return ShardWorker(self.group, number, shard, init, self.kind, placement)
 
     def worker(self, host_i: int) -> ShardWorker:

@@ -86,13 +86,20 @@ class Pump:
 
     def _feed(self) -> None:
         stdin = self.output.stdin
+        failed = False
         while True:
             operation, data = self._stdin.get()
+            if failed:
+                continue  # the rest has nowhere to go
             try:
                 getattr(stdin, operation)(*(() if data is None else (data,)))
             except Exception as err:
-                log.warning("%s: %s of standard input failed: %s", self.output.host,
-                            operation, err)
+                # A command that exits without reading all its input is no failure (ssh
+                # says nothing either), and the rest of the writes would fail alike: said
+                # once, quietly, as the client in one process says it.
+                failed = True
+                log.debug("%s: %s of standard input failed: %s; the rest is dropped",
+                          self.output.host, operation, err)
 
     def grant(self, stream: int, size: int) -> None:
         self.credit[stream] += size
