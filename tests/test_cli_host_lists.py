@@ -4,6 +4,7 @@ failure. Real sshd hosts on loopback."""
 import json
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -34,9 +35,14 @@ def second_port(group):
 
 
 def conn(group, tmp_path):
-    """The group's key, a private known_hosts, no ssh config (the port: each test's)."""
+    """The group's key, a private known_hosts holding the group's hosts (no "Permanently
+    added" lines among the messages the tests read), no ssh config (the port: each
+    test's)."""
+    known_hosts = tmp_path / "known_hosts"
+    if not known_hosts.exists():
+        shutil.copyfile(group.known_hosts_file(), known_hosts)
     return ["-k", group.keys.private(), "--no-agent", "-F", "none",
-            "--known-hosts", str(tmp_path / "known_hosts"), "--progress", "never"]
+            "--known-hosts", str(known_hosts), "--progress", "never"]
 
 
 def streamed(stdout):

@@ -223,6 +223,7 @@ def test_an_option_that_cannot_be_used_is_a_usage_error(option, message):
 
 
 def test_an_option_pssh_does_not_use_is_ignored_with_a_warning(group, known_hosts):
+    known_hosts.write_text(open(group.known_hosts_file()).read())  # no "Permanently added"
     result = pssh("run", "-H", group.hosts[0], "-k", group.keys.private(), "--no-agent",
                   "-F", "none", "-O", f"UserKnownHostsFile={known_hosts}",
                   "-O", f"Port={port(group)}", "-O", "LogLevel=ERROR", "--", "echo reached")
