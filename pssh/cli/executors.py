@@ -16,6 +16,7 @@ import gevent
 
 from pssh import exceptions as exc
 from pssh.cli import ping_view
+from pssh.cli.failures import without_host
 from pssh.cli.hosts import HostSpec, UsageError, file_name, labels
 from pssh.cli.pipeline import HostEvents, ended_without_status
 from pssh.clients import ParallelSSHClient
@@ -145,7 +146,8 @@ class ClientExecutor:
             if index not in self.again:
                 raise
             self.again.discard(index)  # once: its shard's worker was lost mid-run
-            log.warning("%s: %s; running it again (--idempotent)", self.labels[index], err)
+            log.warning("%s: %s; running it again (--idempotent)", self.labels[index],
+                        without_host(reason(err), self.labels[index]))
             self.commands.pop(index, None)
             return self.work(index)
 

@@ -17,9 +17,11 @@ if TYPE_CHECKING:
 
 
 def without_host(error: str, label: str) -> str:
-    """``error`` without the ``on host X`` naming the host it is shown under (the
-    errors of transfers say where they happened; the listing says it already)."""
+    """``error`` without the ``on host X`` or leading ``X:`` naming the host it is shown
+    under (the errors of transfers and lost workers say where they happened; the listing
+    says it already)."""
     host = re.escape(address_of(label))
+    error = re.sub(rf"^(?:{host}|{re.escape(label)}): ", "", error)  # "HOST: why" (WorkerError)
     return re.sub(rf" on host (?:{host}|{re.escape(label)})(?![\w.:-])", "", error)
 
 
