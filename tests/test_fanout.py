@@ -12,7 +12,7 @@ from gevent.queue import Queue
 
 from pssh.fanout.link import WorkerGone
 from pssh.fanout.process import ProcessGroup
-from processes import alive
+from processes import alive, children_running
 
 
 def start(group, job, init="hi"):
@@ -43,29 +43,13 @@ def test_a_worker_answers_and_the_scope_reaps_it_when_an_exception_leaves_it():
         group.start("late", "fanout_jobs:echo", None, print, print)  # the group is closed
 
 
-def worker_children() -> list:
-    """This process's children that run a fan-out worker."""
-    found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmdline = fh.read()
-        except OSError:
-            continue
-        if ppid == os.getpid() and b"pssh.fanout.worker" in cmdline:
-            found.append(int(pid))
-    return found
-
-
 def test_a_worker_whose_job_cannot_be_sent_is_ended_at_once():
     """An init that cannot be pickled: the start fails, and the worker it spawned is
     killed and reaped there (nothing else holds it)."""
     with ProcessGroup() as group:
         with pytest.raises(Exception, match="pickle|Pickl"):
             group.start("test worker", "fanout_jobs:echo", lambda: None, print, print)
-        assert worker_children() == []
+        assert children_running(os.getpid(), "pssh.fanout.worker") == []
 
 
 def test_a_worker_that_does_not_end_is_killed_when_the_deadline_passes():
