@@ -8,6 +8,7 @@ stdout and stderr lines to stderr, both labelled ``[host]``. A host key added un
 ``accept-new`` is announced in ssh's words, once per host.
 """
 import os
+import re
 import subprocess
 import sys
 
@@ -122,6 +123,20 @@ def test_megabytes_of_input_to_a_command_writing_output_meanwhile(group, known, 
         assert (out / f"{host}.stderr").read_bytes() == b""
 
 
+#: What a Dask process of a ``local:N`` cluster may print on a loaded machine: a tornado
+#: connect that timed out inside distributed, reported by asyncio as never retrieved (seen
+#: once in a fresh-clone run). Not pssh's to say or to silence; the tests leave it out.
+DASK_TIMEOUT_NOISE = re.compile(rb"Future exception was never retrieved\nfuture: <Future "
+                                rb"finished exception=TimeoutError\('Timeout'\)>\n"
+                                rb"TimeoutError: Timeout\n")
+
+
+def pssh_stderr(result, mode) -> bytes:
+    """pssh's own standard error (without Dask's noise in the Dask mode)."""
+    return DASK_TIMEOUT_NOISE.sub(b"", result.stderr) if mode.startswith("dask") \
+        else result.stderr
+
+
 @EVERY_MODE
 def test_a_command_that_reads_part_of_its_input_ends_quietly(group, known, mode):
     # head stops reading and exits; the rest of the input has nowhere to go. ssh says
@@ -134,7 +149,7 @@ def test_a_command_that_reads_part_of_its_input_ends_quietly(group, known, mode)
     assert result.returncode == 0, result.stderr
     for host in group.hosts:
         assert lines_of(result.stdout, host) == reference.stdout.splitlines()
-    assert result.stderr == reference.stderr
+    assert pssh_stderr(result, mode) == reference.stderr
 
 
 BOTH_STREAMS = "echo out1; echo err1 >&2; echo out2; printf 'err2\\n' >&2; echo out3"
