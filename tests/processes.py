@@ -186,3 +186,29 @@ def stopped(server):
         yield pids
     finally:
         signal_each(pids, signal.SIGCONT)
+
+
+def run_or_show_stacks(command, timeout: float, **kwargs):
+    """``subprocess.run(command, capture_output=True, ...)``; a run still going after
+    ``timeout`` seconds is a hang: each pssh process of its tree (the command line, its
+    worker processes, its Dask workers) is asked for its greenlets' stacks
+    (:mod:`pssh.stacks`), the tree is killed, and the test fails showing them."""
+    import subprocess
+    import time
+    given_input, stdin = kwargs.pop("input", None), kwargs.pop("stdin", None)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.PIPE if given_input is not None else stdin,
+                          **kwargs) as process:
+        try:
+            stdout, stderr = process.communicate(given_input, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            tree = [pid for pid, _ in descendants(process.pid)]
+            signal_each([process.pid] + tree, signal.SIGUSR1)
+            time.sleep(3)  # time to write them: the stacks are what this failure is for
+            signal_each([process.pid] + tree, signal.SIGKILL)
+            stdout, stderr = process.communicate()
+            raise AssertionError(
+                f"still running after {timeout} s (a hang): {command}\n"
+                f"its standard error, with every process's stacks:\n"
+                f"{stderr.decode(errors='replace')[-60000:]}") from None
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)

@@ -16,6 +16,7 @@ import pytest
 
 from extras import require
 from loopback import addresses
+from processes import run_or_show_stacks
 from pssh.sshd import ServerGroup
 from test_cli import ENV
 
@@ -49,12 +50,12 @@ def ssh(group, host, command, known_hosts, stdin=None, policy="yes"):
 def pssh_run(group, known_hosts, *args, stdin=None, policy="strict", timeout=120):
     """``pssh run`` on the group's hosts (``stdin`` bytes piped in, None: ``</dev/null``);
     a hang fails on the timeout."""
-    return subprocess.run(
+    return run_or_show_stacks(
         [sys.executable, "-m", "pssh", "run", "-H", " ".join(group.hosts),
          "--port", str(group.port), "-k", group.keys.private(), "--no-agent", "-F", "none",
          "--known-hosts", str(known_hosts), "--host-key-policy", policy, *args],
         input=stdin, stdin=subprocess.DEVNULL if stdin is None else None,
-        capture_output=True, timeout=timeout, env=ENV)
+        timeout=timeout, env=ENV)
 
 
 def lines_of(text: bytes, host: str):
@@ -116,7 +117,7 @@ def test_megabytes_of_input_to_a_command_writing_output_meanwhile(group, known, 
     assert reference.returncode == 0 and reference.stdout == data
     out = tmp_path / "out"
     result = pssh_run(group, known, *MODES[mode], "-I", "--output-dir", str(out), "--", "cat",
-                      stdin=data, timeout=300)
+                      stdin=data, timeout=240)
     assert result.returncode == 0, result.stderr
     for host in group.hosts:
         assert (out / f"{host}.stdout").read_bytes() == reference.stdout

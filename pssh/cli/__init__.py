@@ -17,6 +17,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     """The ``pssh`` command: parse ``argv`` (default: ``sys.argv[1:]``), then run it."""
     from pssh.cli import options
     args = options.parse(argv)
+    from pssh import stacks
+    stacks.install()  # kill -USR1: where each host's work waits, for a run that seems stuck
     if args.subcommand == "hosts":
         from pssh.cli.hosts import print_hosts
         return print_hosts(args)

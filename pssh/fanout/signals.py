@@ -9,6 +9,7 @@ systemd and CI runners send to a whole group.
 * SIGTERM stops a worker's work at once (its remote commands stopped, its
   transfers' partial files removed), but the worker goes on serving its parent,
   which is being stopped by the same signal and ends it.
+* SIGUSR1 writes every greenlet's stack to standard error (:mod:`pssh.stacks`).
 * The parent keeps its own handling (Python's KeyboardInterrupt, or the command
   line's): whatever ends it unwinds through the ``with`` scope that owns its
   workers, which stops and reaps them; a parent killed outright closes their
@@ -20,6 +21,8 @@ import logging
 import signal
 import threading
 from typing import Callable
+
+from pssh import stacks
 
 log = logging.getLogger("pssh.fanout")
 
@@ -33,6 +36,7 @@ def install_worker_policy(on_terminate: Callable[[], None], *, hub: bool) -> boo
         log.warning("not in the main thread: signals are left as they are")
         return False
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stacks.install()
     if hub:
         import gevent
         gevent.signal_handler(signal.SIGTERM, gevent.spawn, on_terminate)

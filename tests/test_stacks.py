@@ -1,0 +1,57 @@
+"""``kill -USR1`` on a pssh run that seems stuck: every pssh process of the run (the
+command line, its worker processes) writes its greenlets' stacks to standard error and
+goes on; the run ends as it would have."""
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from loopback import addresses
+from processes import descendants, pgrep, signal_each
+from pssh.sshd import ServerGroup
+from test_cli import ENV
+from waiting import eventually
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(addresses=addresses(2)) as g:
+        yield g
+
+
+@pytest.mark.parametrize("mode", [[], ["--processes", "2"]], ids=["one-process", "processes-2"])
+def test_sigusr1_shows_what_each_host_waits_for_and_the_run_goes_on(group, mode, tmp_path):
+    marker = f"pssh-stacks-{uuid.uuid4().hex[:8]}"
+    release = tmp_path / "release"
+    # Each host waits until the test says; the run is then "stuck" in a known place.
+    command = f"while [ ! -e {release} ]; do sleep 0.1; done; echo {marker}"
+    with subprocess.Popen(
+            [sys.executable, "-m", "pssh", "run", "-H", " ".join(group.hosts),
+             "--port", str(group.port), "-k", group.keys.private(), "--no-agent",
+             "-F", "none", "--known-hosts", group.known_hosts_file(), *mode, "--", command],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=ENV) as run:
+        try:
+            eventually(lambda: len(pgrep(f"echo {marker}")) >= len(group.hosts),
+                       what="the command running on every host")
+            workers = [pid for pid, _ in descendants(run.pid)]
+            assert bool(workers) == bool(mode), workers  # the worker processes
+            assert signal_each([run.pid] + workers, signal.SIGUSR1)
+            release.touch()
+            stdout, stderr = run.communicate(timeout=60)
+        finally:
+            release.touch()
+            if run.poll() is None:
+                run.kill()
+    assert run.returncode == 0, stderr
+    # The run went on to its end: every host's output, none lost.
+    assert stdout.decode().count(marker) == len(group.hosts), stdout
+    text = stderr.decode()
+    # One set of stacks per process signalled, each naming its process.
+    for pid in [run.pid] + workers:
+        assert f"---- pssh: stacks of process {pid} (SIGUSR1) ----" in text, text
+    assert text.count("---- end of stacks ----") == 1 + len(workers), text
+    # Greenlets, not only threads: the per-host work shows where it waits.
+    assert "Greenlet" in text and "* Greenlets" in text, text
