@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: sets up the machine, runs the static checks (ci/lint.sh), then runs pytest
 # against real sshd servers that the tests start on loopback themselves. Without arguments it
-# first builds the wheels and smoke-runs each where users install it
-# (ci/wheels.sh); with arguments (pytest options) it skips the wheels.
+# also builds the wheels and smoke-runs each where users install it (ci/wheels.sh), beside
+# the suite; with arguments (pytest options) it skips the wheels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/setup.sh
@@ -10,10 +10,23 @@ bash ci/setup.sh
 # seconds, before the wheels and the suite.
 bash ci/lint.sh
 if [ $# -eq 0 ]; then
-    # Before pytest, so that pytest's summary stays the run's last line.
+    # The wheels build while the suite runs: most of the suite waits on servers and
+    # subprocesses, most of the build on the compiler (the whole run was 21 minutes one
+    # after the other). tests/test_wheels.py waits for the build's end and fails with its
+    # log if it failed, so that its result is in pytest's summary, the run's last line.
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
-    $sudo bash ci/wheels.sh
+    mkdir -p build
+    export PSSH_TESTS_WHEELS_LOG=$PWD/build/wheels.log
+    rm -f "$PSSH_TESTS_WHEELS_LOG" "$PSSH_TESTS_WHEELS_LOG.status"
+    # In a session of its own, so that it can be ended as a whole. The status file is
+    # written last and whole (renamed into place): its presence is the build's end.
+    $sudo setsid bash -c 'bash ci/wheels.sh >"$1" 2>&1; echo $? >"$1.part"; mv "$1.part" "$1.status"' \
+        wheels "$PSSH_TESTS_WHEELS_LOG" &
+    wheels=$!
+    # A run cut short ends the build too (wheels.sh's mounts are in a namespace of its
+    # own: they go with it).
+    trap '$sudo kill -TERM -- -"$wheels" 2>/dev/null || true' EXIT
 fi
 # From tests/ so that the installed package, not the source tree, is imported.
 cd tests
@@ -24,4 +37,4 @@ cd tests
 # (tests/loopback.py gives each worker its own /16), no marker and no fixed port.
 # The slowest tests are listed before the summary: the whole CI run must stay under
 # 20 minutes, and this shows where the time goes.
-exec ../.venv/bin/python -m pytest -p no:cacheprovider -n 3 --dist loadfile --durations=30 "$@"
+../.venv/bin/python -m pytest -p no:cacheprovider -n 3 --dist loadfile --durations=30 "$@"
