@@ -224,9 +224,13 @@ class SSHClientConnection:
 
     def get_extra_info(self, name: str, default=None):
         """asyncssh's connection details: ``peername`` and ``sockname`` (address, port),
-        ``username``, ``host``, ``port``, ``server_version`` (the server's SSH banner)."""
+        ``username``, ``host``, ``port``, ``server_version`` (the server's SSH banner),
+        ``socket`` (the connection's socket, as asyncio's transports give it, for socket
+        options)."""
         if name == "server_version" and self.session is not None:
             return self.session.banner_get() or default
+        if name == "socket":
+            return default if self._link.closed else self._link.sock
         return {"peername": self._peername, "sockname": self._sockname,
                 "username": self.username, "host": self.host, "port": self.port}.get(name, default)
 

@@ -110,6 +110,20 @@ class Link:
         if self.lost is not None:
             raise self.lost
 
+    def wait_briefly(self, seconds: float) -> Procedure[bool]:
+        """Wait once for the socket (or a :meth:`wake`), ``seconds`` at the most; whether
+        something came. For a procedure that must let the others run before it tries
+        again, and has no deadline of its own to raise at."""
+        request = SessionIO(self, deadline_after(seconds))
+        if self.before_wait:
+            yield from self._before_wait()
+        self._check_before_wait()
+        ready = yield request
+        self._turn_at = monotonic()
+        if self.lost is not None:
+            raise self.lost
+        return bool(ready)
+
     def _before_wait(self) -> Procedure[None]:
         for hook in tuple(self.before_wait):
             yield from hook()

@@ -42,6 +42,10 @@ log = logging.getLogger("pssh.core.streams")
 #: which can be after the output's end, and drops it if our close got there first.
 SETTLE_TIMEOUT = 2.0
 
+#: The longest wait of a read held up sending (see :meth:`CommandStreams._wait`) before it
+#: tries again: it is woken sooner by the socket or the writer that holds it up.
+HELD_UP_WAIT = 0.05
+
 #: Bytes of one stream kept unread while the other stream is being read; beyond, dropped.
 UNREAD_LIMIT = 32 * 1024 * 1024
 STREAM_NAMES = ("stdout", "stderr")
@@ -197,8 +201,7 @@ class CommandStreams:
                                                                       limited=True):
                 yield from self.link.turn()
                 continue
-            if not self.pending():
-                yield from self._wait_for_output(deadline)
+            yield from self._wait_for_output(deadline)
         if buffer.ended:
             # The other stream has usually ended too (one EOF covers the channel): then
             # the exit status can be collected now. Nobody reads it here either: it stays
@@ -215,9 +218,9 @@ class CommandStreams:
         yield from self.link.turn()
         while not (out.has_data() or err.has_data()) and not self.at_eof:
             if self.read_some(0, enough=True) | self.read_some(1, enough=True):
+                yield from self.link.turn()
                 continue
-            if not self.pending():
-                yield from self._wait_for_output(deadline)
+            yield from self._wait_for_output(deadline)
         if self.at_eof and self.auto_finish:
             yield from self.finish()
 
@@ -227,18 +230,35 @@ class CommandStreams:
                                  "output not read to its end within the read timeout")
 
     def _wait_for_output(self, deadline: Optional[float]) -> Procedure[None]:
-        """Wait once for the server; Timeout if ``deadline`` has passed."""
+        """A read got nothing: wait once (:meth:`_wait`); Timeout if ``deadline`` has
+        passed."""
         left = remaining(deadline)
         if left == 0:
             raise exc.Timeout.at(self.link.host, self.link.port,
                                  "no output within the read timeout")
-        yield from self.link.wait(left, "reading output")
+        yield from self._wait(left, "reading output")
+
+    def _wait(self, timeout: Optional[float], what: str) -> Procedure[None]:
+        """Wait once after a read that got nothing: for the server (Timeout after
+        ``timeout``); or, when libssh2 already holds data for the channel, briefly.
+
+        Data held, yet none read, means the read was held up sending: its window
+        adjustment (sent before any read) waits behind a packet another procedure,
+        such as a writer of stdin, has half written to a full socket. libssh2 sends one
+        packet at a time, and only that writer can finish it. Reading again at once,
+        without waiting, kept the loop from ever running that writer: the read spun for
+        ever. Waiting for the socket, as libssh2 asks, lets the writer finish and wakes
+        this read (the writer's progress does)."""
+        if self.pending():
+            yield from self.link.wait_briefly(HELD_UP_WAIT if timeout is None
+                                              else min(timeout, HELD_UP_WAIT))
+        else:
+            yield from self.link.wait(timeout, what)
 
     def read_or_wait(self, timeout: Optional[float] = None) -> Procedure[None]:
         """Read what has come for either stream; if nothing had, wait once."""
-        if not (self.read_some(0) | self.read_some(1)) and not self.pending() \
-                and not self.at_eof:
-            yield from self.link.wait(timeout, "reading output")
+        if not (self.read_some(0) | self.read_some(1)) and not self.at_eof:
+            yield from self._wait(timeout, "reading output")
 
     def wait_eof(self, timeout: Optional[float] = None, consume: bool = False,
                  settle: bool = False) -> Procedure[None]:
@@ -258,12 +278,12 @@ class CommandStreams:
             if progress:
                 self._check_deadline(deadline)
                 yield from self.link.turn()
-            if not progress and not self.at_eof and not self.pending():
+            if not progress and not self.at_eof:
                 left = remaining(deadline)
                 if left == 0:
                     raise exc.Timeout.at(self.link.host, self.link.port,
                                          f"command still running after {timeout} s")
-                yield from self.link.wait(left, "command still running")
+                yield from self._wait(left, "command still running")
         if consume:
             self.discard()
         if settle and not self.closed:
