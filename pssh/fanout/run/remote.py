@@ -88,8 +88,14 @@ class RemoteCommand(CommandOutput):
         while not buffer._chunks and not buffer.eof.is_set():
             if self.error is not None:
                 raise self.error
-            self._grant(stream)
+            # Cleared before the grant, never after: sending it may wait (a Dask queue's
+            # put does, in a thread), and what the worker sends meanwhile (its last output
+            # and its exit, say) must still end the wait below. Cleared after, that news
+            # was lost and the reader waited for a message that would never come.
             self._changed.clear()
+            self._grant(stream)
+            if buffer._chunks or buffer.eof.is_set() or self.error is not None:
+                continue
             if not self._changed.wait(remaining(deadline)):
                 raise exc.Timeout("%s: no output within the read timeout", self.host,
                                   host=self.host)
