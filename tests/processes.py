@@ -24,7 +24,7 @@ def alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as fh:
             return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
+    except OSError:  # gone before the open (ENOENT) or between the open and the read (ESRCH)
         return False
 
 
