@@ -140,7 +140,7 @@ class LoginMethods:
         self.tried.append(login.what)
         yield from self.link.call(login.call, *login.args, timeout=self.attempt.left(),
                                   what=login.what)
-        if not accepted(self.link.session):
+        if not accepted(self.link.live_session):
             # A partial success: the server wants another method as well.
             raise ssh2_exc.AuthenticationError(f"{login.what}: the server asks for more "
                                                f"methods")
@@ -169,7 +169,7 @@ class LoginMethods:
                 raise errors.encrypted("%s is encrypted: give its passphrase (passphrase=)"
                                        % name)
             with key_errors(info, name, passphrase, error=errors.passphrase):
-                *certificates, key = key_file_attempts(link.session, creds.user, path,
+                *certificates, key = key_file_attempts(link.live_session, creds.user, path,
                                                        passphrase, creds.cert_file)
                 for login in certificates:
                     try:
@@ -195,12 +195,12 @@ class LoginMethods:
             raise (errors.encrypted if own else failed)(
                 "%s is encrypted: give its passphrase (passphrase=)" % name)
         with key_errors(info, name, passphrase, error=errors.passphrase if own else failed):
-            yield from self.call(key_data_attempt(self.link.session, creds.user, data,
+            yield from self.call(key_data_attempt(self.link.live_session, creds.user, data,
                                                   passphrase))
 
     def agent(self) -> Procedure[None]:
         """The first key of the SSH agent that the server accepts."""
-        session = self.link.session
+        session = self.link.live_session
         agent = session.agent_init()
         if self.creds.agent_path:
             agent.set_identity_path(self.creds.agent_path)
@@ -238,7 +238,7 @@ class LoginMethods:
     def password(self) -> Procedure[None]:
         creds = self.creds
         assert creds.password is not None  # login() tries this method only with a password
-        yield from self.call(password_attempt(self.link.session, creds.user, creds.password,
+        yield from self.call(password_attempt(self.link.live_session, creds.user, creds.password,
                                               creds.keyboard_interactive))
 
 

@@ -174,7 +174,7 @@ def open_direct(link: Link, host: str, port: int, timeout: Optional[float] = Non
     if link.closed:
         raise exc.SessionError.at(link.host, link.port, "the connection is closed")
     try:
-        return (yield from link.exclusive(link.session.direct_tcpip_ex, host, port,
+        return (yield from link.exclusive(link.live_session.direct_tcpip_ex, host, port,
                                           source[0], source[1], timeout=timeout,
                                           what=f"opening a tunnel to {host}:{port}"))
     except ssh2_exc.SSH2Error as err:
@@ -243,7 +243,7 @@ class AgentForwarding:
         self.link = link
         self.agent_path = agent_path
         self.tasks: List[Task] = []
-        link.session.accept_agent_forwarding()
+        link.live_session.accept_agent_forwarding()
         link.before_wait.append(self.poll)
 
     def request(self, channel: Channel, timeout: Limit = UNSET) -> Procedure[None]:
@@ -288,7 +288,7 @@ def listen_remote(link: Link, listen_host: Optional[str], listen_port: int,
     """Ask the server to listen on ``listen_host:listen_port`` (None: every address;
     port 0: the server chooses): ``(listener, bound port)``."""
     try:
-        return (yield from link.exclusive(link.session.forward_listen_ex, queue_size,
+        return (yield from link.exclusive(link.live_session.forward_listen_ex, queue_size,
                                           listen_host or None, listen_port,
                                           what="asking for a remote forward"))
     except ssh2_exc.SSH2Error as err:

@@ -62,8 +62,8 @@ def named(err: BaseException, host: str, port: int) -> BaseException:
 def handshake(link: Link, resolved: Resolved, attempt: Attempt) -> Procedure[None]:
     """The SSH handshake of ``link``'s new session (algorithm preferences, flags and host
     certificate wishes set first), within the attempt's time."""
-    prepare_session(link.session, resolved, link.host)
-    yield from link.call(link.session.handshake, link.sock, timeout=attempt.left(),
+    prepare_session(link.live_session, resolved, link.host)
+    yield from link.call(link.live_session.handshake, link.live_sock, timeout=attempt.left(),
                          what="SSH handshake")
 
 
@@ -111,7 +111,7 @@ def check_host_key(link: Link, resolved: Resolved) -> None:
     options = resolved.options
     policy = options.host_key_policy
     assert policy is not None  # resolve() checked it against HOST_KEY_POLICIES
-    link.host_key_verified = verify_host_key(link.session, resolved.host_key_name, link.port,
+    link.host_key_verified = verify_host_key(link.live_session, resolved.host_key_name, link.port,
                                              policy, options.known_hosts)
 
 

@@ -45,7 +45,7 @@ def probe(link: Link, seconds: int, count_max: int) -> Procedure[None]:
     """Ask the server for an answer; none within ``count_max`` intervals loses the link."""
     timeout = seconds * count_max
     try:
-        channel = yield from link.exclusive(link.session.open_session, timeout=timeout,
+        channel = yield from link.exclusive(link.live_session.open_session, timeout=timeout,
                                             what="keepalive probe")
         yield from link.call(channel.close, timeout=timeout, what="keepalive probe")
     except ssh2_exc.SSH2Error:
@@ -59,7 +59,7 @@ def probe(link: Link, seconds: int, count_max: int) -> Procedure[None]:
 
 def start_keepalive(link: Link, seconds: int, count_max: int) -> Procedure[Task]:
     """Start keepalives on ``link`` (``seconds`` 0: none); the task stops with the link."""
-    link.session.keepalive_config(False, seconds)
+    link.live_session.keepalive_config(False, seconds)
     task = yield Spawn(keep_alive(weakref.ref(link), seconds, count_max),
                        f"keepalive {link.host}:{link.port}")
     link.tasks.append(task)

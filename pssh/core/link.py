@@ -48,11 +48,11 @@ class Link:
 
     def __init__(self, sock: Optional[socket.socket], session: Optional[Session], host: str,
                  port: int, timeout: Optional[float] = None) -> None:
-        # Typed Any, not Optional: a link is made without them only for a client that is
-        # not connected, and the session is None once closed; the procedures use both
-        # while the link is open, and a closed link's waits raise its error first.
-        self.sock: Any = sock
-        self.session: Any = session
+        # None for a client that is not connected, and the session once closed: the
+        # procedures, which use both while the link is open, take them as live_session
+        # and live_sock (the link's error, never an AttributeError on None, if closed).
+        self.sock: Optional[socket.socket] = sock
+        self.session: Optional[Session] = session
         self.host = host
         self.port = port
         self.timeout = timeout
@@ -77,6 +77,26 @@ class Link:
         #: go on (``off``): then no secret is sent and the agent is not forwarded.
         self.host_key_verified = True
         self._received_seen = -1
+
+    @property
+    def live_session(self) -> Session:
+        """The libssh2 session of this open link; its error once lost or closed."""
+        session = self.session
+        if session is None:
+            raise self._closed_error()
+        return session
+
+    @property
+    def live_sock(self) -> socket.socket:
+        """The connected socket of this open link; its error once lost or closed."""
+        sock = self.sock
+        if sock is None or self.session is None:
+            raise self._closed_error()
+        return sock
+
+    def _closed_error(self) -> exc.PSSHError:
+        return self.lost or exc.ConnectionError.at(self.host, self.port,
+                                                   "the connection is closed")
 
     # -- waiting -------------------------------------------------------------------------
 
@@ -134,10 +154,7 @@ class Link:
         reply, now queued in libssh2 where that procedure's socket wait never sees it)."""
         if self.lost is not None:
             raise self.lost
-        session = self.session
-        if session is None:
-            raise exc.ConnectionError.at(self.host, self.port, "the connection is closed")
-        received = session.bytes_received
+        received = self.live_session.bytes_received
         if received != self._received_seen:
             self._received_seen = received
             self.wake()

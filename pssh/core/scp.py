@@ -53,7 +53,8 @@ def download(link: Link, remote: str, local: str, modes: str = PERMISSIONS) -> P
     local mode follows the remote one (:func:`~pssh.core.partial_files.local_mode`)."""
     stall = core_sftp.limit(link)
     try:
-        channel, info = yield from link.exclusive(link.session.scp_recv2, remote, timeout=stall,
+        channel, info = yield from link.exclusive(link.live_session.scp_recv2, remote,
+                                                  timeout=stall,
                                                   what="starting an SCP download")
     except (exc.Timeout, exc.ConnectionError):
         raise
@@ -135,7 +136,7 @@ def upload(link: Link, local: str, remote: str) -> Procedure[int]:
         stall = core_sftp.limit(link)
         try:
             channel = yield from link.exclusive(
-                link.session.scp_send64, remote, _stat.S_IMODE(st.st_mode), st.st_size,
+                link.live_session.scp_send64, remote, _stat.S_IMODE(st.st_mode), st.st_size,
                 int(st.st_mtime), int(st.st_atime), timeout=stall, what="starting an SCP upload")
         except (exc.Timeout, exc.ConnectionError):
             raise

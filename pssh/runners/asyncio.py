@@ -148,8 +148,8 @@ class AsyncioRunner:
         link = request.link
         watch = link.waker
         if watch is None:
-            watch = link.waker = _Watch(asyncio.get_running_loop(), link.sock.fileno())
-        directions = link.session.block_directions()
+            watch = link.waker = _Watch(asyncio.get_running_loop(), link.live_sock.fileno())
+        directions = link.live_session.block_directions()
         writing = bool(directions & LIBSSH2_SESSION_BLOCK_OUTBOUND)
         reading = bool(directions & LIBSSH2_SESSION_BLOCK_INBOUND) or not writing
         return watch.wait(reading, writing, request.deadline)

@@ -124,10 +124,10 @@ class GeventRunner:
         waiters = link.waker
         if waiters is None:
             waiters = link.waker = _Waiters()
-        directions = link.session.block_directions()
+        directions = link.live_session.block_directions()
         events = ((_READ if directions & LIBSSH2_SESSION_BLOCK_INBOUND else 0)
                   | (_WRITE if directions & LIBSSH2_SESSION_BLOCK_OUTBOUND else 0)) or _READ
-        return _wait_io(link.sock.fileno(), events, request.deadline, waiters.events)
+        return _wait_io(link.live_sock.fileno(), events, request.deadline, waiters.events)
 
     def _socket_io(self, request: SocketIO) -> bool:
         return _wait_io(request.sock.fileno(), _WRITE if request.write else _READ,

@@ -211,13 +211,13 @@ class VirtualRunner:
             link = request.link
             if link.waker is None:
                 link.waker = _LinkWaiters(self)
-            directions = link.session.block_directions()
+            directions = link.live_session.block_directions()
             events = ((selectors.EVENT_READ if directions & LIBSSH2_SESSION_BLOCK_INBOUND
                        else 0)
                       | (selectors.EVENT_WRITE if directions & LIBSSH2_SESSION_BLOCK_OUTBOUND
                          else 0)) or selectors.EVENT_READ
             waiter = self._park(running, request.deadline)
-            self._watch(waiter, link.sock.fileno(), events)
+            self._watch(waiter, link.live_sock.fileno(), events)
             link.waker.waiters.add(waiter)
             waiter.undo.append(lambda: link.waker.waiters.discard(waiter))
         elif isinstance(request, SocketIO):
