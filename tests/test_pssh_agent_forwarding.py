@@ -3,6 +3,7 @@ import logging
 import os
 import subprocess
 
+import gevent
 import pytest
 
 from pssh.clients import ParallelSSHClient, SSHClient
@@ -114,9 +115,13 @@ def test_no_local_agent_warns_and_runs(group, tmp_path, monkeypatch, caplog):
 
 def test_local_agent_gone_fails_the_remote_request_not_the_command(group, local_agent,
                                                                     tmp_path, caplog):
-    client = single(group, tmp_path, forward_ssh_agent=True)
+    # No keepalive: nothing but the server's own packets may wake the reader. (The refused
+    # channel, once closed as it was freed, read the command's output off the socket with
+    # nobody woken for it; the next keepalive, 60 s later, woke the reader.)
+    client = single(group, tmp_path, forward_ssh_agent=True, keepalive_seconds=0)
     os.unlink(local_agent)
-    with caplog.at_level(logging.WARNING, logger="pssh"):
+    with caplog.at_level(logging.WARNING, logger="pssh"), \
+            gevent.Timeout(120, AssertionError("the command's end was never seen")):
         output = client.run_command("ssh-add -l; echo after")
         client.wait_finished(output)
     assert list(output.stdout)[-1] == "after"

@@ -266,9 +266,13 @@ class AgentForwarding:
         try:
             sock = yield from connect_local(socket.AF_UNIX, self.agent_path)
         except OSError as err:
-            # Dropping the channel closes it: the remote program sees a refusal, not a hang.
             log.warning("%s: cannot reach the local SSH agent at %s: %s", self.link.host,
                         self.agent_path, err.strerror or err)
+            # Closed through the link, so the remote program sees a refusal at once. Left
+            # to be closed when freed, its close read the server's packets (the command's
+            # output among them) off the socket with nobody woken for them: the command's
+            # reader slept until the next keepalive, 60 s later.
+            yield from CommandStreams(self.link, channel).close()
             return
         log.debug("%s: relaying a forwarded agent connection", self.link.host)
         yield from relay(self.link, channel, sock, "forwarded agent connection")
