@@ -208,6 +208,17 @@ def run_example(name: str, source: str, workdir: Path, env: dict) -> dict:
         proc.kill()
         out, err = proc.communicate()
         result["hung"] = True
+    fixed_port = LISTENING.get(name, (None,))[0]
+    if fixed_port is not None:
+        # The next example may ask for the same port (two of them forward 8080 on the
+        # server): the listener of this one, which sshd closes once it has seen the
+        # client go, must be gone first, or the next one's request is refused and it
+        # exits ("nothing listens on port 8080", seen once under load).
+        try:
+            eventually(lambda: not listening(fixed_port), 30,
+                       f"port {fixed_port} free again after {name}")
+        except NeverHappened:
+            result["port_left_listening"] = fixed_port
     out = first + out
     result.update(returncode=proc.returncode, stdout=normalize(out.decode(errors="replace")),
                   stderr=normalize(err.decode(errors="replace")))
