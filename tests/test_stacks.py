@@ -55,3 +55,24 @@ def test_sigusr1_shows_what_each_host_waits_for_and_the_run_goes_on(group, mode,
     assert text.count("---- end of stacks ----") == 1 + len(workers), text
     # Greenlets, not only threads: the per-host work shows where it waits.
     assert "Greenlet" in text and "* Greenlets" in text, text
+
+
+def test_the_module_imports_first_and_writes_stacks_in_a_program_of_ones_own():
+    # A program of the user's own, on gevent: pssh.stacks imported first, installed, then
+    # signalled by itself; it goes on after writing its stacks.
+    program = ("import os, signal\n"
+               "from pssh import stacks\n"
+               "assert stacks.install()\n"
+               "import gevent\n"
+               "def waiter():\n"
+               "    gevent.sleep(0.2)\n"
+               "    return 'went on'\n"
+               "g = gevent.spawn(waiter)\n"
+               "gevent.sleep(0)\n"
+               "os.kill(os.getpid(), signal.SIGUSR1)\n"
+               "print(g.get())\n")
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                            timeout=60, env=ENV, cwd="/")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "went on\n"
+    assert "stacks of process" in result.stderr and "in waiter" in result.stderr, result.stderr
