@@ -119,21 +119,13 @@ class Link:
              limit: Optional[float] = None) -> Procedure[None]:
         """Wait once for the socket (or a :meth:`wake`); Timeout after ``timeout`` seconds
         (``limit``: the whole phase's, for the message)."""
-        request = SessionIO(self, deadline_after(timeout))
-        if self.before_wait:
-            yield from self._before_wait()
-        self._check_before_wait()
-        ready = yield request
-        self._turn_at = monotonic()
-        if not ready:
+        if not (yield from self.wait_briefly(timeout)):
             raise self.timed_out(what, timeout if limit is None else limit)
-        if self.lost is not None:
-            raise self.lost
 
-    def wait_briefly(self, seconds: float) -> Procedure[bool]:
-        """Wait once for the socket (or a :meth:`wake`), ``seconds`` at the most; whether
-        something came. For a procedure that must let the others run before it tries
-        again, and has no deadline of its own to raise at."""
+    def wait_briefly(self, seconds: Optional[float]) -> Procedure[bool]:
+        """Wait once for the socket (or a :meth:`wake`), ``seconds`` at the most (None: no
+        limit); whether something came, never a Timeout. For a procedure that must let the
+        others run before it tries again, and has no deadline of its own to raise at."""
         request = SessionIO(self, deadline_after(seconds))
         if self.before_wait:
             yield from self._before_wait()
