@@ -38,7 +38,7 @@ from pssh.core.handshake import Attempt, named
 from pssh.core.link import Link
 from pssh.core.waits import pause
 from pssh.core.deadlines import deadline_after
-from pssh.core.keys import inspect_key_file
+from pssh.core.keys import read_key_file
 from pssh.core.settings import decided
 from pssh.core.tree import Refused, checked_name, refused_message
 from pssh.options import ConnectOptions, Resolved, ssh_config_of
@@ -51,6 +51,11 @@ host_logger = logging.getLogger("pssh.host_logger")
 logger = logging.getLogger(__name__)
 
 _named = named  # parallel-ssh era name, kept for callers
+
+
+def _key_path(pkey: str) -> str:
+    """A key path as given, ``~`` expanded and normalised."""
+    return os.path.normpath(os.path.expanduser(pkey))
 
 
 def on_this_host(method):
@@ -306,14 +311,15 @@ class BaseSSHClient(PollMixIn):
         self.cert_file = resolved.cert_file
         # ``pkey`` holds the key's bytes, as parallel-ssh's clients have it; the
         # file's path is kept so that libssh2 can read it with its .pub (cheaper).
-        pkey = _validate_pkey(o.pkey)  # a missing file: PKeyFileError, as parallel-ssh
-        self._pkey_file = pkey if isinstance(pkey, str) else None
+        self._pkey_file = _key_path(o.pkey) if isinstance(o.pkey, str) else None
         if self._pkey_file is not None:
-            inspect_key_file(self._pkey_file)  # a clear error for a directory, garbage...
-            with open(self._pkey_file, "rb") as fh:
-                self.pkey: Union[str, bytes, None] = fh.read()
+            try:  # read once for all hosts while it stays as it is
+                self.pkey: Union[str, bytes, None] = read_key_file(self._pkey_file).data
+            except exc.PKeyFileError:
+                _validate_pkey(o.pkey)  # a missing file: parallel-ssh's message
+                raise  # a directory, garbage...: the reader's
         else:
-            self.pkey = pkey
+            self.pkey = o.pkey
         self._pkey_data = self.pkey
         self.session = None
         self.sock = None
