@@ -19,6 +19,9 @@ from ssh2.utils cimport to_bytes, sock_fd, fd_identity, fd_is, set_tcp_nodelay, 
 
 from ssh2 import cipher_prefs, exceptions as _exc
 
+#: The default cipher preference (bytes), ordered by the first session that needs it.
+cdef object _default_ciphers = None
+
 LIBSSH2_SESSION_BLOCK_INBOUND = c.LIBSSH2_SESSION_BLOCK_INBOUND
 LIBSSH2_SESSION_BLOCK_OUTBOUND = c.LIBSSH2_SESSION_BLOCK_OUTBOUND
 LIBSSH2_HOSTKEY_HASH_MD5 = c.LIBSSH2_HOSTKEY_HASH_MD5
@@ -514,10 +517,15 @@ cdef class Session:
         self._prefs_applied = True
         if self._user_crypt_pref:
             return 0
-        for method in (MethodType.CRYPT_CS, MethodType.CRYPT_SC):
-            prefs = cipher_prefs.default_order(self.supported_algs(method))
-            if prefs:
-                c.libssh2_session_method_pref(self._session, method, prefs.encode())
+        global _default_ciphers
+        if _default_ciphers is None:
+            # The ciphers are libssh2's compiled-in ones, the same both ways and for
+            # every session: ordered once, not for each of a fan-out's sessions.
+            _default_ciphers = cipher_prefs.default_order(
+                self.supported_algs(MethodType.CRYPT_CS)).encode()
+        if _default_ciphers:
+            for method in (MethodType.CRYPT_CS, MethodType.CRYPT_SC):
+                c.libssh2_session_method_pref(self._session, method, _default_ciphers)
         return 0
 
     # -- connection ----------------------------------------------------------
