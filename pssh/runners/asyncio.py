@@ -14,8 +14,8 @@ import socket as _socket
 from typing import Any, Awaitable, Callable, Dict, Optional, Tuple
 
 from pssh.core.deadlines import remaining
-from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
-                             Task, WaitFor)
+from pssh.core.waits import (Blocking, Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO,
+                             Spawn, Task, WaitFor)
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
 
 
@@ -226,6 +226,10 @@ class AsyncioRunner:
     def _spawn(self, request: Spawn) -> Task:
         return self.spawn(request.procedure, request.name)
 
+    def _blocking(self, request: Blocking) -> Any:
+        # Only the gevent client's replaceable steps ask for one; nothing on asyncio does.
+        return request.call()
+
 
 # request type -> (handler, whether its answer is to be awaited)
 _HANDLERS: Dict[type, Tuple[Callable[[AsyncioRunner, Any], Any], bool]] = {
@@ -236,6 +240,7 @@ _HANDLERS: Dict[type, Tuple[Callable[[AsyncioRunner, Any], Any], bool]] = {
     Resolve: (AsyncioRunner._resolve_host, True),
     Connect: (AsyncioRunner._connect_socket, True),
     Spawn: (AsyncioRunner._spawn, False),
+    Blocking: (AsyncioRunner._blocking, False),
 }
 
 #: One runner serves every loop: it keeps no state of its own.

@@ -16,8 +16,8 @@ from gevent.event import Event as GEvent
 from gevent.hub import get_hub
 
 from pssh.core.deadlines import remaining
-from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
-                             Task, WaitFor)
+from pssh.core.waits import (Blocking, Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO,
+                             Spawn, Task, WaitFor)
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
 
 _READ, _WRITE = 1, 2  # libev event bits
@@ -167,6 +167,9 @@ class GeventRunner:
     def _spawn(self, request: Spawn) -> Task:
         return self.spawn(request.procedure, request.name)
 
+    def _blocking(self, request: Blocking) -> Any:
+        return request.call()   # in the procedure's own greenlet, which may wait
+
 
 def _wait_io(fd: int, events: int, deadline: Optional[float], waiters: Optional[set]) -> bool:
     """Wait for ``fd`` (or, when ``waiters`` is given, a wake); False at the deadline."""
@@ -193,6 +196,7 @@ _HANDLERS: Dict[type, Callable[[GeventRunner, Any], Any]] = {
     Resolve: GeventRunner._resolve_host,
     Connect: GeventRunner._connect_socket,
     Spawn: GeventRunner._spawn,
+    Blocking: GeventRunner._blocking,
 }
 
 #: The runner of code that has no reason for another (default resolver and sockets).

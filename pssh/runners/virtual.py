@@ -26,8 +26,8 @@ from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from pssh.core import clock as core_clock
-from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
-                             Task, Wait, WaitFor)
+from pssh.core.waits import (Blocking, Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO,
+                             Spawn, Task, Wait, WaitFor)
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
 
 #: Real seconds of quiet after which the clock jumps to the next due time.
@@ -249,6 +249,8 @@ class VirtualRunner:
             self._ready.append((running, sock, None))
         elif isinstance(request, Spawn):
             self._ready.append((running, self._spawn(request), None))
+        elif isinstance(request, Blocking):
+            self._ready.append((running, request.call(), None))
         else:
             raise TypeError(f"not a wait request: {request!r}")
 

@@ -36,7 +36,7 @@ from pssh.core.auth import DEFAULT_IDENTITIES, Credentials, LoginMethods, login,
 from pssh.core.connect import Destination, open_socket
 from pssh.core.handshake import Attempt, named
 from pssh.core.link import Link
-from pssh.core.waits import pause
+from pssh.core.waits import Blocking, pause
 from pssh.core.deadlines import deadline_after
 from pssh.core.keys import read_key_file
 from pssh.core.settings import decided
@@ -52,10 +52,26 @@ logger = logging.getLogger(__name__)
 
 _named = named  # parallel-ssh era name, kept for callers
 
+#: The runners a client's procedures can run on: ``"gevent"`` (each wait a wait of the
+#: hub) or ``"native"`` (the waits of every client of the thread answered by one epoll
+#: set, :mod:`pssh.runners.native`: less CPU per host in a fan-out). A client given
+#: none takes the environment's ``PSSH_RUNNER``, else ``"gevent"``.
+RUNNERS = ("gevent", "native")
+_GEVENT_SOCKET = socket
+
 
 def _key_path(pkey: str) -> str:
     """A key path as given, ``~`` expanded and normalised."""
     return os.path.normpath(os.path.expanduser(pkey))
+
+
+def runner_kind(runner: Optional[str]) -> str:
+    """``runner`` checked (None: ``PSSH_RUNNER``'s, else ``"gevent"``)."""
+    if runner is None:
+        runner = os.environ.get("PSSH_RUNNER") or "gevent"
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {RUNNERS}, not {runner!r}")
+    return runner
 
 
 def on_this_host(method):
@@ -224,10 +240,9 @@ class InteractiveShell:
 
 def in_greenlet(method, *args, **kwargs):
     """A procedure that calls the client's (blocking) ``method``: for steps of the core
-    that parallel-ssh's API lets programs replace. The gevent runner drives procedures in
-    the calling greenlet, so the method may wait there like any other step."""
-    return method(*args, **kwargs)
-    yield  # never reached: makes this function a generator, i.e. a procedure
+    that parallel-ssh's API lets programs replace. The gevent runner calls it in the
+    greenlet driving the procedure; the native runner in a greenlet of its own."""
+    return (yield Blocking(method, args, kwargs))
 
 
 class _ClientLogins:
@@ -273,8 +288,10 @@ class BaseSSHClient(PollMixIn):
                  identity_auth: Optional[bool] = None, ipv6_only: Optional[bool] = None,
                  compress: Optional[bool] = None, keyboard_interactive: Optional[bool] = None,
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
-                 _options: Optional[ConnectOptions] = None, **more_options) -> None:
+                 _options: Optional[ConnectOptions] = None, runner: Optional[str] = None,
+                 **more_options) -> None:
         _options = options_of({**locals(), **more_options}, _options)
+        self.runner = runner_kind(runner)
         self._ssh_config = ssh_config_of(ssh_config)
         resolved = _options.resolve(host, self._ssh_config)
         # From here on every failure concerns this host: a bad key file, the
@@ -326,11 +343,30 @@ class BaseSSHClient(PollMixIn):
         self._host, self._port = resolved.hostname, resolved.port
         self._readers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._keepalive_greenlet: Optional[Any] = None  # the native client's KeepAlive
+        self._runner = self._make_runner()
+        self._attempt = Attempt(resolved.connect_timeout)
+
+    def _make_runner(self) -> Any:
+        """The runner of this client's procedures (``runner=``: see :data:`RUNNERS`)."""
+        if self.runner == "native":
+            from pssh.runners.native import NativeRunner
+            if self._resolves_and_connects_as_the_core():
+                return NativeRunner()
+            return NativeRunner(resolve=self._resolve_for_core,
+                                connect=self._socket_for_core)
         # Each client resolves and connects through its own methods (parallel-ssh's
         # tests replace this module's socket).
-        self._runner = GeventRunner(resolve=self._resolve_for_core,
-                                    connect=self._socket_for_core)
-        self._attempt = Attempt(resolved.connect_timeout)
+        return GeventRunner(resolve=self._resolve_for_core, connect=self._socket_for_core)
+
+    def _resolves_and_connects_as_the_core(self) -> bool:
+        """Whether this client's class keeps parallel-ssh's resolve and connect steps as
+        they are (then the native runner makes the connection itself, non-blocking),
+        and this module's ``socket`` is gevent's (programs and tests may replace it)."""
+        cls = type(self)
+        return (cls._get_addr_info is BaseSSHClient._get_addr_info
+                and cls._resolve_for_core is BaseSSHClient._resolve_for_core
+                and cls._socket_for_core is BaseSSHClient._socket_for_core
+                and socket is _GEVENT_SOCKET)
 
     def _init(self) -> None:
         """Connect, handshake, log in, start keepalives; on any failure release everything."""

@@ -81,6 +81,10 @@ class SSHClient(TransferMixin, BaseSSHClient):
     ``timeout`` bounds connecting and each request (opening a channel,
     starting a command) as a whole; ``read_timeout`` (per command) bounds
     reading its output; ``wait_finished(timeout=)`` waiting for it to end.
+
+    ``runner`` (ours): ``"gevent"`` (default) waits on the hub for each step;
+    ``"native"`` has one epoll set answer the waits of every client of the
+    thread (:mod:`pssh.runners.native`), for less CPU per host when many run.
     """
 
     # Set by __init__; class defaults for subclasses that bypass it (parallel-ssh allows).
@@ -111,11 +115,12 @@ class SSHClient(TransferMixin, BaseSSHClient):
                  connect_timeout: Optional[float] = None,
                  request_timeout: Optional[float] = None,
                  _via: Optional["SSHClient"] = None,
-                 _options: Optional[ConnectOptions] = None) -> None:
+                 _options: Optional[ConnectOptions] = None, runner: Optional[str] = None) -> None:
         self._via = _via
         self._own_jumps = _jump_hosts is None
         self._jumps = _jump_hosts
-        super().__init__(host, ssh_config=ssh_config, _options=options_of(locals(), _options))
+        super().__init__(host, ssh_config=ssh_config, _options=options_of(locals(), _options),
+                         runner=runner)
 
     # -- connecting ----------------------------------------------------------------
 
