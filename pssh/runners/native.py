@@ -72,22 +72,28 @@ class _GeventHost:
         self._arm()
 
     def _arm(self) -> None:
-        """The next turn: at once (after a poll) if work is ready, else at the next
-        deadline (the io watcher covers the sockets)."""
+        """The next turn: at once (after a poll) if work is ready, else by the next
+        deadline (the io watcher covers the sockets). A timer already armed for an
+        earlier time is kept (its turn arms the next one): most deadlines are far away
+        and move later, and a timer made and closed per turn would cost more than a
+        turn that finds nothing due."""
         timeout = self.engine.next_timeout()
         if timeout == 0:
             self.kick()
             return
-        at = None if timeout is None else _clock.now() + timeout
-        if at != self._timer_at or (self._timer is not None and not self._timer.active):
-            if self._timer is not None:
-                self._timer.stop()
-                self._timer.close()
-                self._timer = None
-            if timeout is not None:
-                self._timer = self._loop.timer(timeout)
-                self._timer.start(self._turn)
-            self._timer_at = at
+        if timeout is None:
+            return
+        at = _clock.now() + timeout
+        timer = self._timer
+        if timer is not None and timer.active and self._timer_at is not None \
+                and self._timer_at <= at:
+            return
+        if timer is not None:
+            timer.stop()
+            timer.close()
+        self._timer = self._loop.timer(timeout)
+        self._timer.start(self._turn)
+        self._timer_at = at
 
     def kick(self) -> None:
         """Work arrived: turn after the hub's next poll (a zero timer: callbacks scheduled
