@@ -58,12 +58,16 @@ class ClientExecutor:
         self.events = events
         self.labels = labels(hosts, connect.port)  # as the pipeline names them
         scheduler = getattr(args, "scheduler", None)
+        # The native runner unless told otherwise; the environment carries the choice to
+        # the worker processes of --processes and of --scheduler local:N.
+        os.environ["PSSH_RUNNER"] = runner = \
+            getattr(args, "runner", None) or os.environ.get("PSSH_RUNNER") or "native"
         try:
             self.client = ParallelSSHClient(
                 [h.host for h in hosts], host_config=[HostConfig(user=h.user, port=h.port)
                                                       for h in hosts],
                 pool_size=args.parallel, ssh_config=config, processes=args.processes,
-                scheduler=scheduler, **connect.given())
+                scheduler=scheduler, runner=runner, **connect.given())
         except ImportError:
             raise UsageError("--scheduler needs Dask: pip install 'pssh2[dask]' "
                              "(dask and distributed)") from None

@@ -43,6 +43,7 @@ from pssh.core.settings import decided
 from pssh.core.tree import Refused, checked_name, refused_message
 from pssh.options import ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
+from pssh.runners import RUNNERS
 from pssh.runners.gevent import GeventRunner
 from pssh.ssh_config import SSHConfig
 from ssh2.session import Session
@@ -52,11 +53,6 @@ logger = logging.getLogger(__name__)
 
 _named = named  # parallel-ssh era name, kept for callers
 
-#: The runners a client's procedures can run on: ``"gevent"`` (each wait a wait of the
-#: hub) or ``"native"`` (the waits of every client of the thread answered by one epoll
-#: set, :mod:`pssh.runners.native`: less CPU per host in a fan-out). A client given
-#: none takes the environment's ``PSSH_RUNNER``, else ``"gevent"``.
-RUNNERS = ("gevent", "native")
 _GEVENT_SOCKET = socket
 
 
@@ -66,7 +62,8 @@ def _key_path(pkey: str) -> str:
 
 
 def runner_kind(runner: Optional[str]) -> str:
-    """``runner`` checked (None: ``PSSH_RUNNER``'s, else ``"gevent"``)."""
+    """``runner`` checked, one of :data:`pssh.runners.RUNNERS` (a client given none
+    takes the environment's ``PSSH_RUNNER``, else ``"gevent"``)."""
     if runner is None:
         runner = os.environ.get("PSSH_RUNNER") or "gevent"
     if runner not in RUNNERS:
