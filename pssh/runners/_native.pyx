@@ -255,7 +255,7 @@ cdef class Engine:
 
     cdef _poll(self, int ms):
         cdef int n, i, fd
-        cdef uint32_t happened
+        cdef uint32_t happened, wanted
         cdef Watch watch
         cdef Run run
         with nogil:
@@ -277,9 +277,16 @@ cdef class Engine:
                 # waits again at once, thousands of times a second).
                 self._unregister(fd, watch)
                 continue
+            wanted = 0
             for run in tuple(watch.runs):
+                wanted |= run.events
                 if run.events & happened:
                     self._resume(run, run.token, True)
+            if happened & ~wanted & (_READ | _WRITE):
+                # Ready in a direction nobody waits for now (writable, while they wait
+                # to read): narrow the registration, or the set stays ready and the
+                # host's loop turns for nothing.
+                self._narrow(fd, watch, wanted)
 
     cdef _expire(self, now):
         cdef list timers = self.timers
@@ -442,6 +449,14 @@ cdef class Engine:
             else:
                 raise OSError(errno, os.strerror(errno))
         watch.registered = wanted
+
+    cdef _narrow(self, int fd, Watch watch, uint32_t wanted):
+        cdef epoll_event ev
+        ev.events = wanted
+        ev.data.u64 = 0
+        ev.data.fd = fd
+        if epoll_ctl(self.epfd, EPOLL_CTL_MOD, fd, &ev) == 0:
+            watch.registered = wanted
 
     cdef _unregister(self, int fd, Watch watch):
         cdef epoll_event ev
