@@ -140,6 +140,8 @@ LIBSSH2_FLAG_SK_PRESENCE_REQUIRED = FlagType.SK_PRESENCE_REQUIRED
 LIBSSH2_FLAG_SK_VERIFICATION_REQUIRED = FlagType.SK_VERIFICATION_REQUIRED
 LIBSSH2_FLAG_PUBLICKEY_NO_QUERY = FlagType.PUBLICKEY_NO_QUERY
 LIBSSH2_FLAG_EARLY_USERAUTH = FlagType.EARLY_USERAUTH
+#: Our patch 0011's flag: the recv callback passes MSG_PEEK on (ours does; set by itself).
+cdef int _FLAG_RECV_PEEKS = 0x7003
 
 
 def _method(method_type):
@@ -370,6 +372,10 @@ cdef class Session:
             raise _exc.SessionStartupError("libssh2 could not allocate a session")
         c.libssh2_session_callback_set2(self._session, c.LIBSSH2_CALLBACK_RECV,
                                       <c.libssh2_cb_generic *>_counting_recv)
+        # The callback passes recv(2)'s flags on: our libssh2 may peek at the server's
+        # version line instead of reading it a byte at a time (patch 0011; a libssh2
+        # without it refuses the flag, harmlessly).
+        c.libssh2_session_flag(self._session, _FLAG_RECV_PEEKS, 1)
         self._fd = -1
         self._deferred = []
         self._agent_channels = []
