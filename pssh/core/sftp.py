@@ -106,6 +106,20 @@ def stat(link: Link, sftp: SFTP, path: str) -> Procedure[Optional[SFTPAttributes
         return None
 
 
+def lstat(link: Link, sftp: SFTP, path: str) -> Procedure[Optional[SFTPAttributes]]:
+    """The remote path's own attributes (a symlink's, not followed), or None if it does
+    not exist."""
+    try:
+        return (yield from link.call(sftp.lstat, path, timeout=limit(link),
+                                     what=f"lstat of {path!r}", check=ended(sftp)))
+    except _MISSING:
+        return None
+
+
+def is_link(attrs: Optional[SFTPAttributes]) -> bool:
+    return attrs is not None and _stat.S_ISLNK(attrs.permissions)
+
+
 def mkdir(link: Link, sftp: SFTP, path: str, mode: int = DIR_MODE) -> Procedure[None]:
     """Create one remote directory; :class:`~pssh.exceptions.SFTPIOError` if refused."""
     try:
@@ -420,7 +434,7 @@ def remove_partial(link: Link, path: str, sftp: Optional[SFTP] = None) -> Proced
 
 
 __all__ = ["CLEANUP_TIMEOUT", "DIR_MODE", "Progress", "STALL_TIMEOUT", "cleanup_time",
-           "close_handle", "discard", "download", "ensure_dir", "is_dir", "limit", "listdir",
-           "listdir_attrs", "makedirs", "mkdir", "open_file", "pump", "read", "read_entries",
-           "read_names", "remove_partial", "rename_into_place", "set_mode", "start", "stat",
-           "upload", "write"]
+           "close_handle", "discard", "download", "ensure_dir", "is_dir", "is_link", "limit",
+           "listdir", "listdir_attrs", "lstat", "makedirs", "mkdir", "open_file", "pump", "read",
+           "read_entries", "read_names", "remove_partial", "rename_into_place", "set_mode",
+           "start", "stat", "upload", "write"]

@@ -82,15 +82,17 @@ class TransferMixin(_Client):
 
     def _copy_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
         """Upload a local tree over SFTP (modes kept, set once the contents are in)."""
-        self._run(core_tree.upload(self._link, sftp, local_dir, remote_dir,
-                                   lambda local, remote: in_greenlet(self.sftp_put, sftp,
-                                                                     local, remote)))
+        refused = self._run(core_tree.upload(
+            self._link, sftp, local_dir, remote_dir,
+            lambda local, remote: in_greenlet(self.sftp_put, sftp, local, remote)))
+        self._raise_refused(refused, f"{local_dir} to {remote_dir}", exc.SFTPIOError)
 
     def _scp_send_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
         """Upload a local tree file by file over SCP, directories made over SFTP."""
-        self._run(core_tree.upload(self._link, sftp, local_dir, remote_dir,
-                                   lambda local, remote: in_greenlet(self._scp_send, local,
-                                                                     remote)))
+        refused = self._run(core_tree.upload(
+            self._link, sftp, local_dir, remote_dir,
+            lambda local, remote: in_greenlet(self._scp_send, local, remote)))
+        self._raise_refused(refused, f"{local_dir} to {remote_dir}", exc.SCPError)
 
     def _download_tree(self, remote_dir: str, local_dir: str, sftp, encoding: str,
                        fetch, error) -> None:
@@ -98,8 +100,12 @@ class TransferMixin(_Client):
         should not have sent are refused and raised at the end as ``error``."""
         refused = self._run(core_tree.download(self._link, sftp, remote_dir, local_dir, fetch,
                                                encoding))
+        self._raise_refused(refused, remote_dir, error)
+
+    def _raise_refused(self, refused, what: str, error) -> None:
+        """``error`` naming this host and the entries a tree copy refused, if any."""
         if refused:
-            raise error("%s:%s: copying %s: %s", self.host, self.port, remote_dir,
+            raise error("%s:%s: copying %s: %s", self.host, self.port, what,
                         core_tree.refused_message(refused), host=self.host, port=self.port)
 
     def _sftp_readdir(self, dir_h) -> Iterator[bytes]:
@@ -128,6 +134,10 @@ class TransferMixin(_Client):
         decided as ``scp`` decides it: an existing remote directory receives the copy
         under the local name (``site`` to ``/srv/``: ``/srv/site``); a path that does not
         exist becomes the copy; one that ends in ``/`` must be a directory.
+
+        Nothing is written through a remote symlink below the target (a file or a
+        directory of the tree): the rest is copied, then
+        :class:`~pssh.exceptions.SFTPIOError` names what was not.
         """
         if os.path.isdir(local_file) and not recurse:
             raise ValueError(f"{local_file} is a directory: pass recurse=True")
@@ -228,8 +238,10 @@ class TransferMixin(_Client):
     def scp_send(self, local_file: str, remote_file: str, recurse: bool = False,
                  sftp=None) -> None:
         """Upload with SCP. With ``recurse``, directories are copied file by file and
-        missing remote directories created over SFTP (SCP cannot). A ``remote_file``
-        ending in ``/`` is a directory to copy into."""
+        missing remote directories created over SFTP (SCP cannot), and nothing is written
+        through a remote symlink below the target (:class:`~pssh.exceptions.SCPError`
+        names it once the rest is copied). A ``remote_file`` ending in ``/`` is a
+        directory to copy into."""
         if os.path.isdir(local_file):
             if not recurse:
                 raise ValueError(f"{local_file} is a directory: pass recurse=True")

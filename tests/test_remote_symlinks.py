@@ -1,0 +1,128 @@
+"""Symlinks on the server's side of a tree copy, against real sshd: an upload writes
+nothing through a symlink below its target.
+
+The server runs on this machine, so the remote tree is made here (``os.symlink``), as a
+user of that host, or an earlier run, would have left it. Every front end is tried where
+it has the behaviour: the gevent client over SFTP and over SCP, pssh.aio, the CLI.
+"""
+from __future__ import annotations
+
+import asyncio
+import stat
+
+import pytest
+
+from pssh import aio
+from pssh import exceptions as exc
+from pssh.clients import SSHClient
+from pssh.sshd import ServerGroup
+from conftest import trusting
+from loopback import addresses
+from test_cli import conn, pssh
+
+FRONT_ENDS = ["sftp", "scp", "aio", "cli"]
+
+
+@pytest.fixture(scope="module")
+def group():
+    with ServerGroup(addresses=addresses(1)) as g:
+        yield g
+
+
+@pytest.fixture
+def client(group, tmp_path):
+    with SSHClient(group.hosts[0], port=group.port, pkey=group.keys.private(),
+                   allow_agent=False, identity_auth=False, ssh_config=False,
+                   known_hosts=str(tmp_path / "kh"), num_retries=1, timeout=10) as c:
+        yield c
+
+
+def aio_sftp(group, tmp_path, use):
+    """Runs ``use(sftp)`` on a pssh.aio SFTP client of the group's host."""
+    async def main():
+        async with aio.connect(group.hosts[0], port=group.port,
+                               client_keys=[group.keys.private()],
+                               known_hosts=trusting(tmp_path / "aio_kh", group),
+                               agent_path=None, ssh_config=False, connect_timeout=10) as c:
+            async with c.start_sftp_client() as sftp:
+                await use(sftp)
+    asyncio.run(main())
+
+
+def said(result) -> str:
+    """What a failed CLI run printed, both streams."""
+    return result.stdout + result.stderr
+
+
+# -- uploads ---------------------------------------------------------------------------------
+
+@pytest.fixture
+def planted(tmp_path):
+    """A remote target ``remote/site`` that already holds ``sub -> outside/`` and
+    ``f.txt -> victim``, and a local ``site`` to upload into it: ``sub/planted.txt``,
+    ``f.txt``, ``ok.txt`` and a directory ``fresh`` the server does not have yet."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    outside.chmod(0o700)
+    victim = tmp_path / "victim"
+    victim.write_text("victim\n")
+    target = tmp_path / "remote" / "site"
+    target.mkdir(parents=True)
+    (target / "sub").symlink_to(outside)
+    (target / "f.txt").symlink_to(victim)
+    local = tmp_path / "local" / "site"
+    (local / "sub").mkdir(parents=True)
+    (local / "sub").chmod(0o755)
+    (local / "sub" / "planted.txt").write_text("planted\n")
+    (local / "f.txt").write_text("new\n")
+    (local / "ok.txt").write_text("ok\n")
+    (local / "fresh").mkdir()
+    (local / "fresh" / "inner.txt").write_text("inner\n")
+    return local, target, outside, victim
+
+
+def upload_tree(front_end, group, client, tmp_path, local, target):
+    """Upload ``local`` into ``target`` recursively; the error (a failed CLI run), or None."""
+    try:
+        if front_end == "sftp":
+            client.copy_file(str(local), str(target), recurse=True)
+        elif front_end == "scp":
+            client.scp_send(str(local), str(target), recurse=True)
+        elif front_end == "aio":
+            aio_sftp(group, tmp_path,
+                     lambda sftp: sftp.put(str(local), str(target), recurse=True))
+        else:
+            # As scp: into the existing parent, under the local name.
+            done = pssh("copy", "-H", group.hosts[0], *conn(group, tmp_path), "-r",
+                        str(local), str(target.parent))
+            return None if done.returncode == 0 else done
+    except exc.PSSHError as err:
+        return err
+    return None
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_an_upload_writes_nothing_through_a_remote_symlink_below_its_target(
+        front_end, group, client, tmp_path, planted):
+    local, target, outside, victim = planted
+    error = upload_tree(front_end, group, client, tmp_path, local, target)
+    # Nothing written through either link, nor chmod'ed: OpenSSH's sftp and scp write
+    # outside/planted.txt and into victim, and give outside the mode of local/sub.
+    assert list(outside.iterdir()) == []
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o700
+    assert victim.read_text() == "victim\n"
+    assert (target / "sub").is_symlink() and (target / "f.txt").is_symlink()
+    # The rest of the tree is copied.
+    assert (target / "ok.txt").read_text() == "ok\n"
+    assert (target / "fresh" / "inner.txt").read_text() == "inner\n"
+    # And the result says so, naming the host and the links.
+    assert error is not None
+    text = said(error) if front_end == "cli" else str(error)
+    assert group.hosts[0] in text
+    assert f"{target}/sub" in text and f"{target}/f.txt" in text and "symlink" in text
+    if front_end == "cli":
+        assert error.returncode == 1
+    elif front_end == "aio":
+        assert isinstance(error, aio.SFTPFailure)
+    else:
+        assert isinstance(error, exc.SCPError if front_end == "scp" else exc.SFTPIOError)
