@@ -126,3 +126,47 @@ def test_an_upload_writes_nothing_through_a_remote_symlink_below_its_target(
         assert isinstance(error, aio.SFTPFailure)
     else:
         assert isinstance(error, exc.SCPError if front_end == "scp" else exc.SFTPIOError)
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_an_upload_into_a_target_that_is_a_symlink_follows_it(front_end, group, client,
+                                                             tmp_path):
+    """The target itself is the user's to choose, as scp and sftp take it: a link there is
+    followed (``current -> releases/2``); only what lies below it is the server's."""
+    release = tmp_path / "remote" / "releases" / "2"
+    release.mkdir(parents=True)
+    current = tmp_path / "remote" / "current"
+    current.symlink_to(release)
+    local = tmp_path / "local" / "current"
+    local.mkdir(parents=True)
+    (local / "app.conf").write_text("conf\n")
+    error = upload_tree(front_end, group, client, tmp_path, local, current)
+    assert error is None, said(error) if front_end == "cli" else error
+    assert current.is_symlink()
+    assert (release / "app.conf").read_text() == "conf\n"
+
+
+@pytest.mark.parametrize("front_end", FRONT_ENDS)
+def test_a_single_file_upload_onto_a_remote_symlink_writes_the_file_it_names(
+        front_end, group, client, tmp_path):
+    """As scp, sftp, parallel-ssh and asyncssh do: ``/etc/resolv.conf -> ../run/...`` stays a
+    link and the file it names gets the content. (SFTP used to replace the link.)"""
+    real = tmp_path / "remote" / "real.conf"
+    real.parent.mkdir()
+    real.write_text("old\n")
+    link = tmp_path / "remote" / "app.conf"
+    link.symlink_to(real)
+    local = tmp_path / "app.conf"
+    local.write_text("new\n")
+    if front_end == "sftp":
+        client.copy_file(str(local), str(link))
+    elif front_end == "scp":
+        client.scp_send(str(local), str(link))
+    elif front_end == "aio":
+        aio_sftp(group, tmp_path, lambda sftp: sftp.put(str(local), str(link)))
+    else:
+        done = pssh("copy", "-H", group.hosts[0], *conn(group, tmp_path), str(local),
+                    str(link))
+        assert done.returncode == 0, said(done)
+    assert link.is_symlink() and real.read_text() == "new\n"
+    assert sorted(p.name for p in real.parent.iterdir()) == ["app.conf", "real.conf"]

@@ -181,8 +181,8 @@ class SFTPClient:
 
     async def put(self, localpath: str, remotepath: Optional[str] = None, *,
                   recurse: bool = False, progress_handler: Progress = None) -> None:
-        """Upload ``localpath`` to ``remotepath`` (default: its name, in the remote home).
-        ``recurse``: a local
+        """Upload ``localpath`` to ``remotepath`` (default: its name, in the remote home;
+        a symlink there is followed, as asyncssh and scp follow it). ``recurse``: a local
         directory is copied with all it holds (directories made as needed, with the local
         ones' modes); nothing is written through a remote symlink below ``remotepath``:
         the rest is copied, then :class:`SFTPFailure` names what was not. A failed
@@ -210,7 +210,11 @@ class SFTPClient:
                                   f"{core_tree.refused_message(refused)}",
                                   host=self._conn.host, port=self._conn.port)
             return
-        await self._run(send(localpath, remotepath), f"writing {remotepath!r}")
+        target = await self._run(core_sftp.upload_target(link, self._sftp, remotepath),
+                                 f"lstat of {remotepath!r}")
+        await self._run(core_sftp.upload(link, self._sftp, localpath, target,
+                                         _per_file(progress_handler, localpath, remotepath)),
+                        f"writing {remotepath!r}")
 
     def exit(self) -> None:
         """Stop using SFTP (its channel is freed with the connection)."""

@@ -149,7 +149,8 @@ class TransferMixin(_Client):
         destination = self._remote_paths_split(remote_file)
         if destination is not None and self._remote_stat(sftp, destination) is None:
             self.mkdir(sftp, destination)
-        self.sftp_put(sftp, local_file, remote_file, callback=callback)
+        target = self._run(core_sftp.upload_target(self._link, sftp, remote_file))
+        self.sftp_put(sftp, local_file, target, callback=callback)
         logger.info("copied %s to %s:%s", local_file, self.host, remote_file)
 
     def _scp_target(self, sftp, local_file: str, remote_file: str) -> str:
