@@ -153,16 +153,28 @@ def test_a_local_symlink_out_of_the_target_is_not_written_through(front_end, key
     assert error is not None and "leads out" in str(error)
 
 
-def test_a_deep_remote_tree_ends_in_a_clear_error_not_a_recursion_error(key, tmp_path):
+@pytest.mark.parametrize("front_end", ["sftp", "scp", "aio", "cli"])
+def test_a_deep_remote_tree_ends_in_a_clear_error_not_a_recursion_error(front_end, key,
+                                                                         tmp_path):
+    """1,200 levels: more than Python's recursion limit, so a walk that recursed would end
+    in a RecursionError, and one without a bound would copy them all (200 levels, as this
+    test had, were copied without error by a recursive walk)."""
     tree, path = {}, "/srv"
-    for _ in range(200):
+    for _ in range(1200):
         tree[path] = Dir([b"d"])
         path += "/d"
     tree[path] = Dir([])
     with HostileServer(ADDRESS, tree) as server:
-        error = fetch_tree("sftp", server, key, tmp_path, str(tmp_path / "target"))
-    assert isinstance(error, exc.SFTPIOError)
-    assert "deeper than 64 levels" in str(error) and ADDRESS in str(error)
+        error = fetch_tree(front_end, server, key, tmp_path, str(tmp_path / "target"))
+    assert error is not None
+    text = str(error) if not isinstance(error, subprocess.CompletedProcess) \
+        else error.stdout + error.stderr
+    assert "deeper than 64 levels" in text and ADDRESS in text
+    assert "RecursionError" not in text
+    if front_end == "sftp":
+        assert isinstance(error, exc.SFTPIOError)
+    deepest = max(len(p.relative_to(tmp_path).parts) for p in tmp_path.rglob("d"))
+    assert deepest <= 64 + 4      # target[/host/srv]/d/...: 64 levels at the most
 
 
 # -- modes -----------------------------------------------------------------------------------

@@ -12,8 +12,11 @@ the rest of the tree is copied, and the walk reports what it refused
 Symlinks. The root a caller names is the user's choice and is followed, as scp and
 sftp follow it; what lies below it is not taken on trust:
 
-- A download follows remote symlinks (as ``scp -r`` does). Nothing is written into a
-  local directory that resolves outside the target (a symlink left there).
+- A download does not enter a remote symlink to a directory (as OpenSSH's ``sftp get
+  -r``; followed, ``a -> .`` beside ``b -> .`` is 2**64 directories within the depth
+  bound), and copies one to a file as that file (as ``scp -r``). Nothing is written
+  into a local directory that resolves outside the target (a symlink left there); a
+  file is renamed into place, so it replaces a local symlink, never writes through it.
 - An upload writes nothing through a remote symlink below the target: each remote
   entry it writes into or creates is lstat'ed first (but in a directory the walk made
   itself, which holds nothing else), and a symlink is refused as a bad name is. A
@@ -97,13 +100,13 @@ def download(link: Link, sftp: SFTP, remote_root: str, local_root: str, fetch: F
     (made if missing), each file by ``fetch``; returns what was refused."""
     mask = umask()
     refused: List[Refused] = []
-    os.makedirs(local_root, exist_ok=True)
-    top = os.path.realpath(local_root)
-    root_attrs = yield from core_sftp.stat(link, sftp, remote_root)
-    pending = [(remote_root, local_root, 0)]
     dir_modes: List[Tuple[str, int]] = []
+    os.makedirs(local_root, exist_ok=True)
+    root_attrs = yield from core_sftp.stat(link, sftp, remote_root)
     if root_attrs is not None:
         dir_modes.append((local_root, root_attrs.permissions))
+    top = os.path.realpath(local_root)
+    pending = [(remote_root, local_root, 0)]
     while pending:
         remote_dir, local_dir, depth = pending.pop()
         entries = yield from core_sftp.listdir_attrs(link, sftp, remote_dir)
@@ -117,10 +120,13 @@ def download(link: Link, sftp: SFTP, remote_root: str, local_root: str, fetch: F
                         "in a directory, so it is not written anywhere")
                 continue
             local_path = os.path.join(local_dir, name)
-            if attrs is None or _stat.S_ISLNK(attrs.permissions):
-                attrs = yield from core_sftp.stat(link, sftp, remote_path)  # followed
+            if attrs is None:  # a listing without attributes
+                attrs = yield from core_sftp.lstat(link, sftp, remote_path)
                 if attrs is None:
-                    log.info("%s: %s is a dangling link: skipped", link.host, remote_path)
+                    continue
+            if _stat.S_ISLNK(attrs.permissions):
+                attrs = yield from _link_target(link, sftp, remote_path)
+                if attrs is None:
                     continue
             kind = _stat.S_IFMT(attrs.permissions)
             if kind == _stat.S_IFDIR:
@@ -141,6 +147,20 @@ def download(link: Link, sftp: SFTP, remote_root: str, local_root: str, fetch: F
     for path, mode in reversed(dir_modes):  # deepest first: a read-only parent comes last
         os.chmod(path, local_mode(mode, modes, directory=True, mask=mask))
     return refused
+
+
+def _link_target(link: Link, sftp: SFTP, path: str) -> Procedure[Optional[SFTPAttributes]]:
+    """The attributes of the file the remote symlink ``path`` leads to; None (skipped)
+    for one that leads to a directory, or nowhere."""
+    attrs = yield from core_sftp.stat(link, sftp, path)
+    if attrs is None:
+        log.info("%s: %s is a dangling symlink: skipped", link.host, path)
+        return None
+    if _stat.S_ISDIR(attrs.permissions):
+        log.warning("%s:%s: %s is a symlink to a directory: not followed (as OpenSSH's "
+                    "sftp get -r; a loop of them would never end)", link.host, link.port, path)
+        return None
+    return attrs
 
 
 def _refuse(link: Link, refused: List[Refused], path: str, reason: str) -> None:
