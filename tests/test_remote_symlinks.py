@@ -1,6 +1,7 @@
 """Symlinks on the server's side of a tree copy, against real sshd: an upload writes
-nothing through a symlink below its target, and a download never follows one into a
-directory (a loop of them never ends otherwise).
+nothing through a symlink below its target, a download never follows one into a
+directory (a loop of them never ends otherwise), and parallel-ssh's own recursion steps
+(``_copy_remote_dir``, ``_scp_recv_dir``) walk with the same checks.
 
 The server runs on this machine, so the remote tree is made here (``os.symlink``), as a
 user of that host, or an earlier run, would have left it. Every front end is tried where
@@ -252,3 +253,56 @@ def test_a_download_whose_root_is_a_symlink_follows_it(group, client, tmp_path):
     current.symlink_to(release)
     client.copy_remote_file(str(current), str(tmp_path / "got"), recurse=True)
     assert files_under(tmp_path / "got") == {"app.conf": "conf\n"}
+
+
+# -- parallel-ssh's recursion steps ----------------------------------------------------------
+
+@pytest.mark.parametrize("step, error", [("_copy_remote_dir", exc.SFTPIOError),
+                                         ("_scp_recv_dir", exc.SCPError)])
+def test_parallel_ssh_steps_check_each_name_against_the_callers_target(step, error, client,
+                                                                       group, tmp_path):
+    """parallel-ssh's steps took each listed name as a new root: a local ``name -> outside``
+    became the target of that name's copy, and a remote symlink to a directory was
+    followed. They walk with the core's checks now, against the caller's target."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    remote = tmp_path / "remote"
+    (remote / "name").mkdir(parents=True)
+    (remote / "name" / "inner.txt").write_text("inner\n")
+    (remote / "good").mkdir()
+    (remote / "good" / "g.txt").write_text("g\n")
+    (remote / "top.txt").write_text("top\n")
+    (remote / "dirlink").symlink_to(remote / "good")
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "name").symlink_to(outside)
+    sftp = client._make_sftp()
+    with pytest.raises(error) as info:
+        getattr(client, step)([b".", b"..", b"top.txt", b"name", b"good", b"dirlink",
+                               b"../escape"], str(remote), str(local), sftp)
+    assert list(outside.iterdir()) == []
+    assert files_under(local) == {"name": "link", "top.txt": "top\n", "good": "dir",
+                                  "good/g.txt": "g\n"}
+    text = str(info.value)
+    assert group.hosts[0] in text and "leads out" in text and f"{remote}/../escape" in text
+
+
+def test_parallel_ssh_steps_still_copy_each_file_with_copy_remote_file(group, tmp_path):
+    """parallel-ssh's contract, which its own suite checks (test_copy_remote_dir_encoding)
+    and programs rely on when they override ``copy_remote_file``: the step copies each
+    listed file with ``copy_remote_file(remote, local, recurse=True, sftp=..., encoding=...)``,
+    names decoded with ``encoding``."""
+    calls = []
+
+    class Recording(SSHClient):
+        def copy_remote_file(self, remote_file, local_file, recurse=False, sftp=None,
+                             encoding="utf-8", callback=None):
+            calls.append((remote_file, local_file, recurse, sftp, encoding))
+
+    remote, local = str(tmp_path / "r_dir\xbc"), str(tmp_path / "l_dir\xbc")
+    with Recording(group.hosts[0], port=group.port, pkey=group.keys.private(),
+                   allow_agent=False, identity_auth=False, ssh_config=False,
+                   known_hosts=str(tmp_path / "kh"), num_retries=1, timeout=10) as client:
+        client._copy_remote_dir([b"\xbc1", b"\xbc2"], remote, local, None, encoding="latin-1")
+    assert calls == [(f"{remote}/\xbc1", f"{local}/\xbc1", True, None, "latin-1"),
+                     (f"{remote}/\xbc2", f"{local}/\xbc2", True, None, "latin-1")]

@@ -38,7 +38,7 @@ import logging
 import os
 import posixpath
 import stat as _stat
-from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Callable, Iterable, List, NamedTuple, Optional, Tuple
 
 from pssh.core import errors as exc
 from pssh.core import sftp as core_sftp
@@ -95,21 +95,34 @@ Send = Callable[[str, str], Procedure[object]]
 
 
 def download(link: Link, sftp: SFTP, remote_root: str, local_root: str, fetch: Fetch,
-             encoding: str = "utf-8", modes: str = PERMISSIONS) -> Procedure[List[Refused]]:
+             encoding: str = "utf-8", modes: str = PERMISSIONS,
+             names: Optional[Iterable[bytes]] = None) -> Procedure[List[Refused]]:
     """Copy the remote directory ``remote_root`` and all it holds into ``local_root``
-    (made if missing), each file by ``fetch``; returns what was refused."""
+    (made if missing), each file by ``fetch``; returns what was refused.
+
+    ``names``: the entries of ``remote_root`` as a caller listed them (parallel-ssh's
+    ``_copy_remote_dir`` step), walked in place of a listing of its own, with the same
+    checks against ``local_root``. A name the server does not have goes to ``fetch``,
+    whose error says so (as in parallel-ssh); ``local_root`` is made only if a directory
+    needs it, and keeps its mode.
+    """
     mask = umask()
     refused: List[Refused] = []
     dir_modes: List[Tuple[str, int]] = []
-    os.makedirs(local_root, exist_ok=True)
-    root_attrs = yield from core_sftp.stat(link, sftp, remote_root)
-    if root_attrs is not None:
-        dir_modes.append((local_root, root_attrs.permissions))
+    if names is None:
+        os.makedirs(local_root, exist_ok=True)
+        root_attrs = yield from core_sftp.stat(link, sftp, remote_root)
+        if root_attrs is not None:
+            dir_modes.append((local_root, root_attrs.permissions))
     top = os.path.realpath(local_root)
-    pending = [(remote_root, local_root, 0)]
+    pending: List[Tuple[str, str, int, Optional[Iterable[bytes]]]] = [
+        (remote_root, local_root, 0, names)]
     while pending:
-        remote_dir, local_dir, depth = pending.pop()
-        entries = yield from core_sftp.listdir_attrs(link, sftp, remote_dir)
+        remote_dir, local_dir, depth, listed = pending.pop()
+        if listed is None:
+            entries = yield from core_sftp.listdir_attrs(link, sftp, remote_dir)
+        else:
+            entries = [(raw, None) for raw in listed]
         for raw, attrs in sorted(entries, key=lambda entry: entry[0]):
             if raw in (b".", b".."):
                 continue
@@ -120,9 +133,11 @@ def download(link: Link, sftp: SFTP, remote_root: str, local_root: str, fetch: F
                         "in a directory, so it is not written anywhere")
                 continue
             local_path = os.path.join(local_dir, name)
-            if attrs is None:  # a listing without attributes
+            if attrs is None:  # the caller's names, or a listing without attributes
                 attrs = yield from core_sftp.lstat(link, sftp, remote_path)
                 if attrs is None:
+                    if listed is not None:
+                        yield from fetch(remote_path, local_path)
                     continue
             if _stat.S_ISLNK(attrs.permissions):
                 attrs = yield from _link_target(link, sftp, remote_path)
@@ -133,12 +148,14 @@ def download(link: Link, sftp: SFTP, remote_root: str, local_root: str, fetch: F
                 if depth + 1 > MAX_DEPTH:
                     _refuse(link, refused, remote_path, f"deeper than {MAX_DEPTH} levels")
                     continue
+                if listed is not None:
+                    os.makedirs(local_root, exist_ok=True)
                 if not _local_dir(local_path, top):
                     _refuse(link, refused, remote_path, f"the local {local_path} leads out of "
                             f"{local_root} (a symlink)")
                     continue
                 dir_modes.append((local_path, attrs.permissions))
-                pending.append((remote_path, local_path, depth + 1))
+                pending.append((remote_path, local_path, depth + 1, None))
             elif kind == _stat.S_IFREG:
                 yield from fetch(remote_path, local_path)
             else:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
 from pssh import exceptions as exc
 from pssh.clients.base.single import BaseSSHClient, in_greenlet, on_this_host
@@ -95,11 +95,12 @@ class TransferMixin(_Client):
         self._raise_refused(refused, f"{local_dir} to {remote_dir}", exc.SCPError)
 
     def _download_tree(self, remote_dir: str, local_dir: str, sftp, encoding: str,
-                       fetch, error) -> None:
+                       fetch, error, names: Optional[Iterable[bytes]] = None) -> None:
         """Download a remote tree, each file by ``fetch(remote, local)``; names the server
-        should not have sent are refused and raised at the end as ``error``."""
+        should not have sent are refused and raised at the end as ``error``. ``names``:
+        the top level as the caller listed it (see :func:`pssh.core.tree.download`)."""
         refused = self._run(core_tree.download(self._link, sftp, remote_dir, local_dir, fetch,
-                                               encoding))
+                                               encoding, names=names))
         self._raise_refused(refused, remote_dir, error)
 
     def _raise_refused(self, refused, what: str, error) -> None:
