@@ -136,21 +136,29 @@ def test_names_that_lead_out_of_the_target_are_refused(front_end, key, tmp_path)
     assert ADDRESS in text and "../../dotdot" in text and "not copied" in text
 
 
-@pytest.mark.parametrize("front_end", ["sftp", "aio"])
+@pytest.mark.parametrize("front_end", ["sftp", "scp", "aio", "cli"])
 def test_a_local_symlink_out_of_the_target_is_not_written_through(front_end, key, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     target = tmp_path / "target"
-    # asyncssh's get() copies into an existing directory (target/srv), ours into the target.
-    root = target / "srv" if front_end == "aio" else target
+    # asyncssh's get() copies into an existing directory (target/srv), ours into the target;
+    # pssh fetch into target/<host>/srv.
+    root = {"aio": target / "srv", "cli": target / ADDRESS / "srv"}.get(front_end, target)
     root.mkdir(parents=True)
     (root / "sub").symlink_to(outside)    # left there by someone, or an earlier run
-    tree = {"/srv": Dir([b"sub"]), "/srv/sub": Dir([b"inner.txt"]),
-            "/srv/sub/inner.txt": File(b"inner\n")}
+    (root / "f.txt").symlink_to(outside / "f.txt")
+    tree = {"/srv": Dir([b"sub", b"f.txt"]), "/srv/sub": Dir([b"inner.txt"]),
+            "/srv/sub/inner.txt": File(b"inner\n"), "/srv/f.txt": File(b"f\n")}
     with HostileServer(ADDRESS, tree) as server:
+        server.scp = serve_tree_by_scp(server)
         error = fetch_tree(front_end, server, key, tmp_path, str(target))
     assert list(outside.iterdir()) == []
-    assert error is not None and "leads out" in str(error)
+    # A file is renamed into place: it replaces a link there, never writes through it.
+    assert (root / "f.txt").read_text() == "f\n" and not (root / "f.txt").is_symlink()
+    assert error is not None
+    text = str(error) if not isinstance(error, subprocess.CompletedProcess) \
+        else error.stdout + error.stderr
+    assert "leads out" in text and ADDRESS in text
 
 
 @pytest.mark.parametrize("front_end", ["sftp", "scp", "aio", "cli"])
@@ -224,19 +232,37 @@ def test_scp_takes_no_special_bits_from_a_c6777_header(key, tmp_path, umask_022)
 
 # -- SCP's final status ------------------------------------------------------------------------
 
+def aio_scp(server: HostileServer, key: str, tmp_path, remote: str, local: str) -> None:
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text(server.known_hosts_line())
+
+    async def main():
+        async with pssh.aio.connect(server.address, server.port, client_keys=[key],
+                                    known_hosts=str(known_hosts), agent_path=None,
+                                    ssh_config=False, connect_timeout=10) as conn:
+            await pssh.aio.scp((conn, remote), local)
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize("front_end", ["gevent", "aio"])   # the CLI copies over SFTP only
 @pytest.mark.parametrize("trailer, status", [
     (b"\x01scp: /data: Input/output error\n", 1),
     (b"\x02scp: fatal\n", 1),
     (b"\0", 1),          # said complete, then exited with an error
 ])
-def test_an_scp_download_the_server_did_not_complete_is_not_kept(trailer, status, key,
-                                                                  tmp_path):
+def test_an_scp_download_the_server_did_not_complete_is_not_kept(trailer, status, front_end,
+                                                                  key, tmp_path):
     padded = b"\0" * 4096
     with HostileServer(ADDRESS, scp=scp_source(b"C0644 4096 data", padded, trailer,
                                                exit_status=status)) as server:
-        with gevent_client(server, key, tmp_path) as client:
-            with pytest.raises(exc.SCPError) as info:
-                client.scp_recv("/data", str(tmp_path / "data"))
+        with pytest.raises(exc.SCPError) as info:
+            if front_end == "gevent":
+                with gevent_client(server, key, tmp_path) as client:
+                    client.scp_recv("/data", str(tmp_path / "data"))
+            else:
+                aio_scp(server, key, tmp_path, "/data", str(tmp_path / "data"))
+    if front_end == "aio":
+        assert isinstance(info.value, pssh.aio.SFTPError)   # asyncssh's scp() raises these
     assert ADDRESS in str(info.value) and "/data" in str(info.value)
     assert list(tmp_path.iterdir()) == [tmp_path / "known_hosts"]   # nothing, not even a .part
 
