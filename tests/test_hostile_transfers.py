@@ -3,9 +3,9 @@ modes as given, and never keep a file the protocol did not say was complete.
 
 The server is :class:`hostile.HostileServer`: its directory listings name
 ``../../x``, absolute paths and ``sub/../../y``; its files claim modes 06777 and
-07777; its ``scp -f`` sends ``C6777``, or pads a file and then reports an error.
-Every front end is tried: the gevent client (SFTP and SCP), pssh.aio, and
-``pssh fetch -r``.
+07777; its ``scp -f`` sends ``C6777``, or pads a file and then reports an error; it
+says entries are symlinks (to an ancestor, to ``/etc``). Every front end is tried:
+the gevent client (SFTP and SCP), pssh.aio, and ``pssh fetch -r`` / ``pssh copy -r``.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pssh import exceptions as exc
 from pssh.clients import SSHClient
 from pssh.sshd import ClientKeys
 
-from hostile import Dir, File, HostileServer, scp_source
+from hostile import Dir, File, HostileServer, Link, scp_source
 from loopback import address
 
 ADDRESS = address()
@@ -54,7 +54,7 @@ def serve_tree_by_scp(server: HostileServer):
     """``scp -f PATH`` answered from the server's tree (as the real scp would)."""
     async def serve(proc):
         path = shlex.split(proc.command)[-1]
-        node = server.tree.get(path)
+        node = server.tree.get(server.resolve(path))
         data = node.data if isinstance(node, File) else b""
         mode = node.mode if isinstance(node, File) else 0o644
         await scp_source(f"C{mode:04o} {len(data)} x".encode(), data)(proc)
@@ -80,14 +80,19 @@ async def aio_get(server: HostileServer, key: str, tmp_path, remote: str, local:
             await sftp.get(remote, local, **kwargs)
 
 
-def cli_fetch(server: HostileServer, key: str, tmp_path, remote: str, local: str, *more):
+def cli(server: HostileServer, key: str, tmp_path, subcommand: str, *args):
+    """``pssh SUBCOMMAND`` against ``server`` (its key in a known_hosts of the test's)."""
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text(server.known_hosts_line())
     return subprocess.run(
-        [sys.executable, "-m", "pssh", "fetch", "-H", server.address, "--port",
+        [sys.executable, "-m", "pssh", subcommand, "-H", server.address, "--port",
          str(server.port), "-k", key, "--no-agent", "--known-hosts", str(known_hosts),
-         "--host-key-policy", "strict", "-F", "none", *more, remote, local],
+         "--host-key-policy", "strict", "-F", "none", *args],
         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def cli_fetch(server: HostileServer, key: str, tmp_path, remote: str, local: str, *more):
+    return cli(server, key, tmp_path, "fetch", *more, remote, local)
 
 
 def fetch_tree(front_end, server, key, tmp_path, local):
@@ -183,6 +188,87 @@ def test_a_deep_remote_tree_ends_in_a_clear_error_not_a_recursion_error(front_en
         assert isinstance(error, exc.SFTPIOError)
     deepest = max(len(p.relative_to(tmp_path).parts) for p in tmp_path.rglob("d"))
     assert deepest <= 64 + 4      # target[/host/srv]/d/...: 64 levels at the most
+
+
+# -- symlinks the server says it has ------------------------------------------------------------
+
+def error_text(error) -> str:
+    return str(error) if not isinstance(error, subprocess.CompletedProcess) \
+        else error.stdout + error.stderr
+
+
+@pytest.mark.parametrize("front_end", ["sftp", "scp", "aio", "cli"])
+def test_a_remote_symlink_to_a_directory_is_not_entered(front_end, key, tmp_path):
+    """The server says /srv/loop is a symlink to /srv: followed, the walk went round it to
+    the depth limit (and with two such links never ended). A symlink to a file is copied
+    as the file."""
+    tree = {"/srv": Dir([b"loop", b"f.txt", b"to_file"]), "/srv/loop": Link("/srv"),
+            "/srv/f.txt": File(b"f\n"), "/srv/to_file": Link("/srv/f.txt")}
+    with HostileServer(ADDRESS, tree) as server:
+        server.scp = serve_tree_by_scp(server)
+        error = fetch_tree(front_end, server, key, tmp_path, str(tmp_path / "target"))
+    assert error is None, error_text(error)
+    base = tmp_path / "target" / (f"{ADDRESS}/srv" if front_end == "cli" else "")
+    assert sorted(str(p.relative_to(base)) for p in base.rglob("*")) == ["f.txt", "to_file"]
+    assert (base / "to_file").read_text() == "f\n"
+    assert not [path for path in server.asked if path.startswith("/srv/loop/")]
+
+
+def put_tree(front_end, server: HostileServer, key: str, tmp_path, local: str, remote: str):
+    """Upload ``local`` recursively to ``remote``; the error it raised (None if none)."""
+    if front_end == "sftp":
+        with gevent_client(server, key, tmp_path) as client:
+            try:
+                client.copy_file(local, remote, recurse=True)
+            except exc.PSSHError as err:
+                return err
+        return None
+    if front_end == "aio":
+        known_hosts = tmp_path / "known_hosts"
+        known_hosts.write_text(server.known_hosts_line())
+
+        async def main():
+            async with pssh.aio.connect(server.address, server.port, client_keys=[key],
+                                        known_hosts=str(known_hosts), agent_path=None,
+                                        ssh_config=False, connect_timeout=10) as conn:
+                async with conn.start_sftp_client() as sftp:
+                    await sftp.put(local, remote, recurse=True)
+        try:
+            asyncio.run(main())
+        except exc.PSSHError as err:
+            return err
+        return None
+    # As scp: into the existing parent, under the local name.
+    done = cli(server, key, tmp_path, "copy", "-r", local, os.path.dirname(remote))
+    return None if done.returncode == 0 else done
+
+
+# SCP uploads need the server's own scp -t: tests/test_remote_symlinks.py runs them on sshd.
+@pytest.mark.parametrize("front_end", ["sftp", "aio", "cli"])
+def test_an_upload_asks_for_nothing_through_a_remote_symlink(front_end, key, tmp_path):
+    """The server says /srv/up/sub is a symlink to /etc and /srv/up/f.txt one to
+    /etc/passwd: no request of the upload may create, rename onto or chmod anything
+    there (a server's file system would follow them)."""
+    local = tmp_path / "up"
+    (local / "sub").mkdir(parents=True)
+    (local / "sub" / "planted").write_text("planted\n")
+    (local / "f.txt").write_text("new\n")
+    (local / "ok.txt").write_text("ok\n")
+    tree = {"/srv": Dir([b"up"]), "/srv/up": Dir([b"sub", b"f.txt"]),
+            "/srv/up/sub": Link("/etc"), "/etc": Dir([b"passwd"]),
+            "/srv/up/f.txt": Link("/etc/passwd"), "/etc/passwd": File(b"root:x:0:0\n")}
+    with HostileServer(ADDRESS, tree) as server:
+        error = put_tree(front_end, server, key, tmp_path, str(local), "/srv/up")
+        written = list(server.written)
+        passwd = server.tree["/etc/passwd"]
+        ok = server.tree.get("/srv/up/ok.txt")
+    assert [path for path in written if path == "/etc" or path.startswith("/etc/")] == []
+    assert passwd.data == b"root:x:0:0\n" and passwd.mode == 0o644
+    assert isinstance(ok, File) and ok.data == b"ok\n"
+    assert error is not None
+    text = error_text(error)
+    assert ADDRESS in text and "/srv/up/sub" in text and "/srv/up/f.txt" in text
+    assert "symlink" in text
 
 
 # -- modes -----------------------------------------------------------------------------------
