@@ -69,15 +69,30 @@ def gevent_client(server: HostileServer, key: str, tmp_path) -> SSHClient:
                      host_key_policy="strict", num_retries=1, timeout=10)
 
 
-async def aio_get(server: HostileServer, key: str, tmp_path, remote: str, local: str,
-                  **kwargs) -> None:
+def aio_run(server: HostileServer, key: str, tmp_path, use) -> None:
+    """``use(conn)`` (a coroutine function) on a pssh.aio connection to ``server``."""
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text(server.known_hosts_line())
-    async with pssh.aio.connect(server.address, server.port, client_keys=[key],
-                                known_hosts=str(known_hosts), agent_path=None,
-                                ssh_config=False, connect_timeout=10) as conn:
+
+    async def main():
+        async with pssh.aio.connect(server.address, server.port, client_keys=[key],
+                                    known_hosts=str(known_hosts), agent_path=None,
+                                    ssh_config=False, connect_timeout=10) as conn:
+            await use(conn)
+    asyncio.run(main())
+
+
+def aio_sftp(server: HostileServer, key: str, tmp_path, use) -> None:
+    """``use(sftp)`` on a pssh.aio SFTP client of ``server``."""
+    async def on(conn):
         async with conn.start_sftp_client() as sftp:
-            await sftp.get(remote, local, **kwargs)
+            await use(sftp)
+    aio_run(server, key, tmp_path, on)
+
+
+def aio_get(server: HostileServer, key: str, tmp_path, remote: str, local: str,
+            **kwargs) -> None:
+    aio_sftp(server, key, tmp_path, lambda sftp: sftp.get(remote, local, **kwargs))
 
 
 def cli(server: HostileServer, key: str, tmp_path, subcommand: str, *args):
@@ -109,7 +124,7 @@ def fetch_tree(front_end, server, key, tmp_path, local):
         return None
     if front_end == "aio":
         try:
-            asyncio.run(aio_get(server, key, tmp_path, "/srv", local, recurse=True))
+            aio_get(server, key, tmp_path, "/srv", local, recurse=True)
         except exc.PSSHError as err:
             return err
         return None
@@ -224,17 +239,8 @@ def put_tree(front_end, server: HostileServer, key: str, tmp_path, local: str, r
                 return err
         return None
     if front_end == "aio":
-        known_hosts = tmp_path / "known_hosts"
-        known_hosts.write_text(server.known_hosts_line())
-
-        async def main():
-            async with pssh.aio.connect(server.address, server.port, client_keys=[key],
-                                        known_hosts=str(known_hosts), agent_path=None,
-                                        ssh_config=False, connect_timeout=10) as conn:
-                async with conn.start_sftp_client() as sftp:
-                    await sftp.put(local, remote, recurse=True)
         try:
-            asyncio.run(main())
+            aio_sftp(server, key, tmp_path, lambda sftp: sftp.put(local, remote, recurse=True))
         except exc.PSSHError as err:
             return err
         return None
@@ -302,8 +308,7 @@ def test_special_bits_and_world_write_are_not_taken_from_the_server(front_end, k
 def test_preserve_keeps_the_mode_whole_when_asked(key, tmp_path, umask_022):
     tree = {"/srv": Dir([b"tool"]), "/srv/tool": File(b"x", mode=0o4755)}
     with HostileServer(ADDRESS, tree) as server:
-        asyncio.run(aio_get(server, key, tmp_path, "/srv/tool", str(tmp_path / "tool"),
-                            preserve=True))
+        aio_get(server, key, tmp_path, "/srv/tool", str(tmp_path / "tool"), preserve=True)
     assert stat.S_IMODE((tmp_path / "tool").stat().st_mode) == 0o4755
 
 
@@ -317,18 +322,6 @@ def test_scp_takes_no_special_bits_from_a_c6777_header(key, tmp_path, umask_022)
 
 
 # -- SCP's final status ------------------------------------------------------------------------
-
-def aio_scp(server: HostileServer, key: str, tmp_path, remote: str, local: str) -> None:
-    known_hosts = tmp_path / "known_hosts"
-    known_hosts.write_text(server.known_hosts_line())
-
-    async def main():
-        async with pssh.aio.connect(server.address, server.port, client_keys=[key],
-                                    known_hosts=str(known_hosts), agent_path=None,
-                                    ssh_config=False, connect_timeout=10) as conn:
-            await pssh.aio.scp((conn, remote), local)
-    asyncio.run(main())
-
 
 @pytest.mark.parametrize("front_end", ["gevent", "aio"])   # the CLI copies over SFTP only
 @pytest.mark.parametrize("trailer, status", [
@@ -346,7 +339,8 @@ def test_an_scp_download_the_server_did_not_complete_is_not_kept(trailer, status
                 with gevent_client(server, key, tmp_path) as client:
                     client.scp_recv("/data", str(tmp_path / "data"))
             else:
-                aio_scp(server, key, tmp_path, "/data", str(tmp_path / "data"))
+                aio_run(server, key, tmp_path,
+                        lambda conn: pssh.aio.scp((conn, "/data"), str(tmp_path / "data")))
     if front_end == "aio":
         assert isinstance(info.value, pssh.aio.SFTPError)   # asyncssh's scp() raises these
     assert ADDRESS in str(info.value) and "/data" in str(info.value)

@@ -85,21 +85,24 @@ def planted(tmp_path):
     return local, target, outside, victim
 
 
-def upload_tree(front_end, group, client, tmp_path, local, target):
-    """Upload ``local`` into ``target`` recursively; the error (a failed CLI run), or None."""
+def copy_tree(front_end, group, client, tmp_path, up: bool, source, target):
+    """Copy ``source`` to ``target`` recursively, ``up`` (an upload) or down; the error, a
+    failed CLI run, or None. As scp, ``pssh copy`` copies into the target's parent under
+    the source's name; ``pssh fetch`` puts it in ``target/<host>/<name>``."""
     try:
-        if front_end == "sftp":
-            client.copy_file(str(local), str(target), recurse=True)
-        elif front_end == "scp":
-            client.scp_send(str(local), str(target), recurse=True)
-        elif front_end == "aio":
-            aio_sftp(group, tmp_path,
-                     lambda sftp: sftp.put(str(local), str(target), recurse=True))
-        else:
-            # As scp: into the existing parent, under the local name.
-            done = pssh("copy", "-H", group.hosts[0], *conn(group, tmp_path), "-r",
-                        str(local), str(target.parent))
+        if front_end == "cli":
+            where = str(target.parent) if up else str(target)
+            done = pssh("copy" if up else "fetch", "-H", group.hosts[0], *conn(group, tmp_path),
+                        "-r", str(source), where)
             return None if done.returncode == 0 else done
+        if front_end == "aio":
+            aio_sftp(group, tmp_path, lambda sftp: (sftp.put if up else sftp.get)(
+                str(source), str(target), recurse=True))
+        else:
+            copy = {("sftp", True): client.copy_file, ("scp", True): client.scp_send,
+                    ("sftp", False): client.copy_remote_file,
+                    ("scp", False): client.scp_recv}[front_end, up]
+            copy(str(source), str(target), recurse=True)
     except exc.PSSHError as err:
         return err
     return None
@@ -109,7 +112,7 @@ def upload_tree(front_end, group, client, tmp_path, local, target):
 def test_an_upload_writes_nothing_through_a_remote_symlink_below_its_target(
         front_end, group, client, tmp_path, planted):
     local, target, outside, victim = planted
-    error = upload_tree(front_end, group, client, tmp_path, local, target)
+    error = copy_tree(front_end, group, client, tmp_path, True, local, target)
     # Nothing written through either link, nor chmod'ed: OpenSSH's sftp and scp write
     # outside/planted.txt and into victim, and give outside the mode of local/sub.
     assert list(outside.iterdir()) == []
@@ -144,7 +147,7 @@ def test_an_upload_into_a_target_that_is_a_symlink_follows_it(front_end, group, 
     local = tmp_path / "local" / "current"
     local.mkdir(parents=True)
     (local / "app.conf").write_text("conf\n")
-    error = upload_tree(front_end, group, client, tmp_path, local, current)
+    error = copy_tree(front_end, group, client, tmp_path, True, local, current)
     assert error is None, said(error) if front_end == "cli" else error
     assert current.is_symlink()
     assert (release / "app.conf").read_text() == "conf\n"
@@ -177,26 +180,6 @@ def test_a_single_file_upload_onto_a_remote_symlink_writes_the_file_it_names(
 
 
 # -- downloads -------------------------------------------------------------------------------
-
-def download_tree(front_end, group, client, tmp_path, remote, local):
-    """Download ``remote`` recursively to ``local``; the error (a failed CLI run), or None.
-    The CLI puts it in ``local/<host>/<name>``."""
-    try:
-        if front_end == "sftp":
-            client.copy_remote_file(str(remote), str(local), recurse=True)
-        elif front_end == "scp":
-            client.scp_recv(str(remote), str(local), recurse=True)
-        elif front_end == "aio":
-            aio_sftp(group, tmp_path,
-                     lambda sftp: sftp.get(str(remote), str(local), recurse=True))
-        else:
-            done = pssh("fetch", "-H", group.hosts[0], *conn(group, tmp_path), "-r",
-                        str(remote), str(local))
-            return None if done.returncode == 0 else done
-    except exc.PSSHError as err:
-        return err
-    return None
-
 
 def files_under(root) -> dict:
     """Every path under ``root`` (relative): a file's content, "dir", or "link"."""
@@ -233,7 +216,7 @@ def test_a_loop_of_remote_directory_symlinks_is_not_followed(front_end, group, c
     (remote / "dangling").symlink_to("nowhere")
     local = tmp_path / "local"
     with caplog.at_level(logging.WARNING, logger="pssh.core.tree"):
-        error = download_tree(front_end, group, client, tmp_path, remote, local)
+        error = copy_tree(front_end, group, client, tmp_path, False, remote, local)
     assert error is None, said(error) if front_end == "cli" else error
     root = local / group.hosts[0] / "tree" if front_end == "cli" else local
     assert files_under(root) == {"file.txt": "file\n", "link.txt": "file\n", "sub": "dir",
