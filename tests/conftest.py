@@ -52,7 +52,8 @@ LEFT_BEHIND_CHECKED = {
     "test_pssh_cancel", "test_pssh_certificates", "test_pssh_compat", "test_pssh_deadlines",
     "test_pssh_host_certificates", "test_pssh_jump", "test_pssh_keepalive",
     "test_pssh_keys", "test_pssh_known_hosts", "test_pssh_parallel", "test_pssh_sharded",
-    "test_pssh_transfer", "test_session", "test_sftp", "test_ssh2_compat",
+    "test_pssh_transfer", "test_remote_symlinks", "test_session", "test_sftp",
+    "test_ssh2_compat",
     "test_stop_truth", "test_threads", "test_virtual_clock",
 }
 

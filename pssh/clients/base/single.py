@@ -40,7 +40,6 @@ from pssh.core.waits import pause
 from pssh.core.deadlines import deadline_after
 from pssh.core.keys import inspect_key_file
 from pssh.core.settings import decided
-from pssh.core.tree import Refused, checked_name, refused_message
 from pssh.options import ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
 from pssh.runners.gevent import GeventRunner
@@ -691,11 +690,18 @@ class BaseSSHClient(PollMixIn):
     def _scp_send_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
         raise NotImplementedError
 
+    def _download_tree(self, remote_dir: str, local_dir: str, sftp, encoding: str,
+                       fetch, error, names: Optional[Iterable[bytes]] = None) -> None:
+        raise NotImplementedError
+
+    def _sftp(self, sftp=None):
+        raise NotImplementedError
+
     def _copy_remote_dir(self, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
                          sftp, encoding: str = "utf-8") -> None:
-        """parallel-ssh's step: ``copy_remote_file`` of every name in ``file_list`` (the
-        recursive copies themselves walk with :mod:`pssh.core.tree`). A name that is not
-        one path component is refused, as the core's walk refuses it."""
+        """parallel-ssh's step: copy what ``file_list`` names in ``remote_dir`` into
+        ``local_dir``, each file with ``copy_remote_file``. The core's walk does it
+        (:mod:`pssh.core.tree`), so there is one recursion with one set of checks."""
         self._fetch_names(self.copy_remote_file, file_list, remote_dir, local_dir, sftp,
                           encoding, exc.SFTPIOError)
 
@@ -707,19 +713,15 @@ class BaseSSHClient(PollMixIn):
 
     def _fetch_names(self, fetch, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
                      sftp, encoding: str, error) -> None:
-        refused = []
-        for raw in file_list:
-            if raw in (b".", b".."):
-                continue
-            name, problem = checked_name(raw, encoding)
-            if problem is not None:
-                refused.append(Refused(f"{remote_dir}/{name}", problem))
-                continue
-            fetch("/".join([remote_dir, name]), os.path.join(local_dir, name), recurse=True,
-                  sftp=sftp, encoding=encoding)
-        if refused:
-            raise error("%s:%s: copying %s: %s", self.host, self.port, remote_dir,
-                        refused_message(refused), host=self.host, port=self.port)
+        # The names are the top level of one walk whose target is local_dir: each is
+        # checked as any entry (one path component; a local directory that leads out of
+        # local_dir, or a remote symlink to a directory, not entered), and the directories
+        # are walked there, not handed to fetch as new roots with checks of their own.
+        # Files go to fetch with parallel-ssh's arguments (its suite checks them).
+        def fetch_file(remote: str, local: str):
+            return in_greenlet(fetch, remote, local, recurse=True, sftp=sftp, encoding=encoding)
+        self._download_tree(remote_dir, local_dir, self._sftp(sftp), encoding, fetch_file,
+                            error, names=file_list)
 
     @staticmethod
     def _make_local_dir(dirpath: str) -> None:
