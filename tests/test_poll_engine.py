@@ -491,11 +491,13 @@ def test_a_request_limit_below_the_deadline_makes_a_timeout_not_a_host_down(grou
 def test_a_command_flooding_its_output_is_read_to_the_end_and_kept_capped(group):
     from pssh.options import ConnectOptions
     from pssh.poll.sessions import MAX_OUTPUT, HostSession
+    from pssh.runners.gevent import RUNNER
     session = HostSession(group.hosts[0], ConnectOptions(**settings(group)))
     try:
         flood = MAX_OUTPUT * 3
-        out = session.run(f"head -c {flood} /dev/zero | tr '\\0' e >&2; "
-                          f"head -c {flood} /dev/zero | tr '\\0' o; echo; echo done", HANG)
+        out = RUNNER.run(session.run(f"head -c {flood} /dev/zero | tr '\\0' e >&2; "
+                                     f"head -c {flood} /dev/zero | tr '\\0' o; echo; "
+                                     "echo done", HANG))
     finally:
         session.close()
     assert out.exit_code == 0
