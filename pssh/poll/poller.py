@@ -336,6 +336,8 @@ class Poller:
 
     def _report_health(self) -> Procedure[None]:
         while not (yield WaitFor(self._stop, deadline_after(self.health_interval))):
+            if self._stop.is_set():   # due as the run ends: the last report says it all
+                return
             # The wall clock may be stepped or slewed (NTP) during a long run: the
             # results' times follow it from here on; the schedule stays monotonic.
             self._offset = clock.wall() - clock.now()
