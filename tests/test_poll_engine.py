@@ -1,6 +1,6 @@
 """The poller against real sshd hosts on loopback, in real time on gevent as in
 production: values, one connection per host, reconnection after a crash, a hung host, a
-host without sshd, request limits, stopping.
+host without sshd, jump hosts, request limits, stopping.
 
 Timing is never asserted: bucket moves are checked by replaying each (host, check)'s
 observed response times through the bucket rule and comparing with the bucket every
@@ -277,6 +277,33 @@ def test_hosts_are_reached_as_the_ssh_config_says(group, tmp_path):
         wait_until(lambda: len(results) >= 2, what="two polls")
     assert all(r.ok and r.values == {"value": 5.0} for r in results)
     assert {(r.host, r.port) for r in results} == {("poll-alias", group.port)}
+
+
+def test_hosts_behind_a_jump_host_share_its_one_connection(group):
+    """Two targets behind one jump host (``proxy_host``): each polled over a connection of
+    its own, both through one connection to the jump host; a jump host that refuses makes
+    its targets down, naming it."""
+    jump, targets = group.servers[0], group.hosts[1:]
+    before = accepted(jump)
+    results = []
+    poller = Poller(targets, [Check("up", "echo 1")], buckets=Buckets.fixed(0.5),
+                    on_result=results.append, proxy_host=jump.address,
+                    proxy_port=group.port, **settings(group))
+    with running(poller):
+        wait_until(lambda: all(len(of(results, t, "up")) >= 2 for t in targets),
+                   what="two polls of each target")
+    assert all(r.ok and r.values == {"value": 1.0} for r in results), results
+    assert all(poller.sessions[t].connects == 1 for t in targets)
+    assert accepted(jump) - before == 1
+
+    refused = []
+    poller = Poller(targets[:1], [Check("up", "echo 1")], buckets=Buckets.fixed(0.5),
+                    on_result=refused.append, proxy_host=jump.address,
+                    proxy_port=free_port(jump.address), **settings(group))
+    with running(poller):
+        wait_until(lambda: refused, what="a poll through the refusing jump host")
+    assert refused[0].status == "down"
+    assert f"jump host {jump.address}" in refused[0].error and "refused" in refused[0].error
 
 
 def test_a_thousand_unreachable_hosts_in_one_process(group):

@@ -28,6 +28,7 @@ from pssh.runners.virtual import VirtualClock, VirtualRunner
 from pssh.sshd import ServerGroup
 from loopback import addresses
 from processes import processes_with
+from test_poll_engine import settings
 from waiting import eventually
 
 #: The time of day at virtual zero: a result's time is WALL + its virtual due time.
@@ -343,12 +344,6 @@ def group():
         yield g
 
 
-def settings(group):
-    return dict(port=group.port, pkey=group.keys.private(), known_hosts=group.known_hosts_file(),
-                host_key_policy="strict", allow_agent=False, identity_auth=False,
-                connect_timeout=30)
-
-
 #: Real quiet (s) before the clock jumps: sshd on a loaded machine answers well within it.
 IDLE = 1.0
 
@@ -361,12 +356,13 @@ def test_real_hosts_polled_on_virtual_time_over_one_connection_each(group):
               Check("kv", "echo name=$(echo $SSH_CONNECTION | cut -d' ' -f3); echo n: 7",
                     parser=key_value)]
     results, reports = [], []
-    poller = Poller(group.hosts, checks, buckets=Buckets.fixed(30), on_result=results.append,
+    hosts = group.hosts
+    poller = Poller(hosts, checks, buckets=Buckets.fixed(30), on_result=results.append,
                     on_health=reports.append, health_interval=60, seed=3,
                     **settings(group))
     runner = VirtualRunner(idle=IDLE, clock=VirtualClock(wall_start=WALL))
     poller.run(610, runner=runner)
-    for host in group.hosts:
+    for host in hosts:
         for check in checks:
             mine = [r for r in results if r.host == host and r.check == check.name]
             assert all(r.ok for r in mine), mine
@@ -424,3 +420,4 @@ def test_a_command_past_its_deadline_is_killed_and_its_connection_kept(group):
             assert len(processes_with(others)) == 2   # not this poller's
         finally:
             bystander.cancel(other, "KILL")
+
