@@ -1,12 +1,12 @@
 """The poller against real sshd hosts on loopback, in real time on gevent as in
 production: values, one connection per host, reconnection after a crash, a hung host, a
-host without sshd, jump hosts, request limits, stopping.
+host without sshd, jump hosts, a command killed at its deadline, request limits, stopping.
 
 Timing is never asserted: bucket moves are checked by replaying each (host, check)'s
 observed response times through the bucket rule and comparing with the bucket every
 result was polled in; deadlines here only catch hangs. The schedule itself (each upgrade
-rule, late polls, skipped rounds, health reports, backoff) and a hanging command's
-deadline are tested on virtual time, where its times are exact: test_poll_virtual.py.
+rule, late polls, skipped rounds, health reports, backoff) is tested on virtual time,
+where its times are exact: test_poll_virtual.py.
 """
 import contextlib
 import os
@@ -15,10 +15,11 @@ import signal
 import gevent
 import pytest
 
+from pssh.clients import SSHClient
 from pssh.poll import Buckets, Check, Poller, PollResult, key_value, loadavg
 from loopback import address, addresses
 from pssh.sshd import ServerGroup, free_port
-from processes import stopped
+from processes import processes_with, stopped
 from waiting import eventually
 
 HANG = 60  # seconds: only a hang takes this long
@@ -304,6 +305,43 @@ def test_hosts_behind_a_jump_host_share_its_one_connection(group):
         wait_until(lambda: refused, what="a poll through the refusing jump host")
     assert refused[0].status == "down"
     assert f"jump host {jump.address}" in refused[0].error and "refused" in refused[0].error
+
+
+def test_a_command_past_its_deadline_is_killed_and_its_connection_kept(group):
+    # A check that hangs (a stuck df, a tool waiting on a lock) must not pile up processes
+    # on the host, one per poll, nor cost a new connection per poll; the same user's
+    # commands over other connections are not the poller's to kill.
+    server = group.servers[0]
+    # Durations as tags: the shell's command line and sleep's own carry them.
+    mine, others = f"60.{os.getpid()}", f"61.{os.getpid()}"
+    bystander = SSHClient(server.address, port=group.port, pkey=group.keys.private(),
+                          known_hosts=group.known_hosts_file(), allow_agent=False,
+                          identity_auth=False)
+    # Cancellable: stopped by its marker at the end, not by a signal its sshd refuses.
+    other = bystander.run_command(f"sleep {others}; echo done", cancellable=True)
+    wait_until(lambda: len(processes_with(others)) == 2, what="the other connection's command")
+    before = accepted(server)
+    results = []
+    poller = Poller([server.address], [Check("hangs", f"sleep {mine}; echo 1", timeout=0.5)],
+                    buckets=Buckets.fixed(1), **settings(group))
+
+    def on_result(result):
+        results.append(result)
+        if len(results) == 3:
+            poller.stop()   # from the poller's own greenlet: no fourth poll starts
+
+    poller.on_result = on_result
+    try:
+        poller.run(HANG)
+        assert [r.status for r in results] == ["timeout"] * 3
+        assert all(f"{server.address}:{group.port}" in r.error for r in results)
+        assert processes_with(mine) == []   # each killed at its deadline, sleep and shell
+        assert poller.sessions[server.address].connects == 1
+        assert accepted(server) - before == 1
+        assert len(processes_with(others)) == 2   # not this poller's
+    finally:
+        bystander.cancel(other, "KILL")
+        bystander.close()
 
 
 def test_a_thousand_unreachable_hosts_in_one_process(group):

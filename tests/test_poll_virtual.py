@@ -6,18 +6,14 @@ instead of gevent. Hosts are scripted (a connector of the test's, the seam
 ``Poller(connector=...)``): each poll takes the virtual seconds the script says, or
 misses its deadline, or finds its host down. So every time is exact: the tests assert
 the virtual times polls were due and started at, which are behaviours of the
-schedule, not timings of the machine. The last tests poll real sshd hosts on virtual
+schedule, not timings of the machine. The last test polls real sshd hosts on virtual
 time through the default connector.
 """
-import contextlib
-import os
 from collections import Counter
 
-import gevent
 import pytest
 
 from pssh import exceptions as exc
-from pssh.clients import SSHClient
 from pssh.core import clock
 from pssh.core.waits import Sleep
 from pssh.poll import (Buckets, Check, CommandOutput, HostDown, Poller, PollTimeout, key_value,
@@ -27,9 +23,7 @@ from pssh.poll.sinks import encode_line
 from pssh.runners.virtual import VirtualClock, VirtualRunner
 from pssh.sshd import ServerGroup
 from loopback import addresses
-from processes import processes_with
 from test_poll_engine import settings
-from waiting import eventually
 
 #: The time of day at virtual zero: a result's time is WALL + its virtual due time.
 WALL = 1_000_000.0
@@ -344,8 +338,9 @@ def group():
         yield g
 
 
-#: Real quiet (s) before the clock jumps: sshd on a loaded machine answers well within it.
-IDLE = 1.0
+#: Real quiet (s) before the clock jumps. Here nothing waits on a server that stays
+#: silent, so it costs no time: it is how long a busy machine's sshd may take to answer.
+IDLE = 5.0
 
 
 def test_real_hosts_polled_on_virtual_time_over_one_connection_each(group):
@@ -379,45 +374,4 @@ def test_real_hosts_polled_on_virtual_time_over_one_connection_each(group):
     assert [at(h) for h in reports] == [60 * k for k in range(1, 11)] + [610]
     assert reports[-1].polls == len(results) and reports[-1].polls_ok == len(results)
     assert not any(s.connected for s in poller.sessions.values())
-
-
-def test_a_command_past_its_deadline_is_killed_and_its_connection_kept(group):
-    """A check that hangs (a stuck df, a tool waiting on a lock), on virtual time: each
-    poll is a timeout at its deadline; its processes are killed on the host (no pile of
-    them, one per poll), the connection serves the next poll, and the same user's
-    commands over other connections are not the poller's to kill."""
-    server = group.servers[0]
-    # Durations as tags: the shell's command line and sleep's own carry them.
-    mine, others = f"60.{os.getpid()}", f"61.{os.getpid()}"
-    with contextlib.closing(SSHClient(server.address, port=group.port,
-                                      pkey=group.keys.private(),
-                                      known_hosts=group.known_hosts_file(),
-                                      allow_agent=False, identity_auth=False)) as bystander:
-        # Cancellable: stopped by its marker at the end, not by a signal its sshd refuses.
-        other = bystander.run_command(f"sleep {others}; echo done", cancellable=True)
-        try:
-            eventually(lambda: len(processes_with(others)) == 2, 60,
-                       "the other connection's command", pause=gevent.sleep)
-            results = []
-            poller = Poller([server.address],
-                            [Check("hangs", f"sleep {mine}; echo 1", timeout=5)],
-                            buckets=Buckets.fixed(10), **settings(group))
-
-            def on_result(result):
-                results.append(result)
-                if len(results) == 3:
-                    poller.stop()
-
-            poller.on_result = on_result
-            poller.run(3600, runner=VirtualRunner(idle=IDLE,
-                                                  clock=VirtualClock(wall_start=WALL)))
-            assert [(r.status, r.response_time) for r in results] == [("timeout", 5)] * 3
-            assert [at(b) - at(a) for a, b in zip(results, results[1:])] == \
-                pytest.approx([10, 10])
-            assert all(f"{server.address}:{group.port}" in r.error for r in results)
-            assert processes_with(mine) == []   # each killed at its deadline
-            assert poller.sessions[server.address].connects == 1
-            assert len(processes_with(others)) == 2   # not this poller's
-        finally:
-            bystander.cancel(other, "KILL")
 
