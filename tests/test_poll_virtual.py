@@ -43,9 +43,9 @@ def began(result):
 class Fleet:
     """Scripted hosts (the poller's connector). ``answers[host]``: the virtual seconds each
     poll takes, in order (the last one for ever after); a time past the poll's deadline is
-    a timeout at the deadline. A host in ``down`` refuses connections; ``attempts``: when
-    each connection was tried, per host; ``crash(host)``: its connection is lost at its
-    next poll."""
+    a timeout at the deadline. A host in ``down`` refuses connections; one in ``crashing``
+    loses its connection at its next poll; ``attempts``: when each connection was tried,
+    per host; ``cancelled``: the polls stopped while they ran (host, when)."""
 
     def __init__(self, answers=None, output="1\n"):
         self.answers = dict(answers or {})
@@ -122,10 +122,10 @@ def run_virtually(poller, duration=None):
     return runner.clock.now()
 
 
-def schedule(results, first=None):
+def schedule(results):
     """``(due, bucket, status, response time)`` of each result, due times from the
-    first result's (or ``first``)."""
-    zero = at(results[0]) if first is None else first
+    first result's."""
+    zero = at(results[0])
     return [(round(at(r) - zero, 6), r.bucket, r.status, round(r.response_time, 6))
             for r in results]
 
