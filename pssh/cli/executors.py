@@ -20,8 +20,9 @@ from pssh.cli.failures import without_host
 from pssh.cli.hosts import HostSpec, UsageError, file_name, labels
 from pssh.cli.pipeline import HostEvents, ended_without_status
 from pssh.clients import ParallelSSHClient
-from pssh.clients.reader import split_lines
 from pssh.config import HostConfig
+from pssh.core import lines
+from pssh.core.lines import split_lines
 from pssh.core.link import TURN_SLICE
 from pssh.runners.gevent import TURN
 from pssh.options import ConnectOptions
@@ -35,9 +36,9 @@ STOP_TIMEOUT = 10.0
 #: (exit status, error, note) of one host's work.
 Outcome = Tuple[Optional[int], Optional[str], Optional[str]]
 
-#: The longest line shown whole: a host that sends no newline is shown in pieces this long
-#: (said once per host), never held whole.
-MAX_LINE = 1 << 20
+#: The longest line shown whole (the library's line views' too): a host that sends no
+#: newline is shown in pieces this long (said once per host), never held whole.
+MAX_LINE = lines.MAX_LINE
 
 
 def reason(err: BaseException) -> str:

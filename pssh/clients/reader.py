@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Callable, Iterator, Optional, Protocol
+from typing import Iterator, Optional, Protocol
 
 from gevent.event import Event
 
 from pssh import exceptions as exc
+from pssh.core.lines import split_lines
 from pssh.core.streams import CommandStreams
 from pssh.core.deadlines import UNSET, remaining
 
@@ -110,43 +111,6 @@ class ConcurrentRWBuffer:
 
     def __iter__(self) -> Iterator[bytes]:
         return self.chunks()
-
-
-def split_lines(chunks, max_line: Optional[int] = None,
-                on_split: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
-    """Lines of a byte stream (``\\n`` or ``\\r\\n`` removed; a last line without one included).
-
-    Long lines are assembled from a list of pieces (no quadratic copying). With
-    ``max_line``, a line that grows past that many bytes is handed on in pieces of about
-    that size (``on_split()`` is called each time): a host that sends no newline cannot
-    make a line view hold all it sends.
-    """
-    partial: list = []
-    held = 0
-    for chunk in chunks:
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                if start < len(chunk):
-                    partial.append(chunk[start:])
-                    held += len(chunk) - start
-                    if max_line is not None and held >= max_line:
-                        yield b"".join(partial)
-                        partial, held = [], 0
-                        if on_split is not None:
-                            on_split()
-                break
-            piece = chunk[start:end]
-            if partial:
-                partial.append(piece)
-                piece = b"".join(partial)
-                partial, held = [], 0
-            yield piece[:-1] if piece.endswith(b"\r") else piece
-            start = end + 1
-    if partial:
-        piece = b"".join(partial)
-        yield piece[:-1] if piece.endswith(b"\r") else piece
 
 
 class CommandOutput:
