@@ -168,3 +168,103 @@ def test_a_line_without_end_is_shown_in_pieces_not_held_whole(group, tmp_path):
     assert code == "0", done.stderr
     assert int(peak_mib) < 300, f"the CLI peaked at {peak_mib} MiB for a 100 MB line"
     assert "a line longer than 1 MiB: shown in pieces" in done.stderr
+
+
+# -- pssh.aio: the same floods on the asyncio loop ------------------------------------------------
+
+@pytest.fixture
+def aio_login(group, tmp_path):
+    """pssh.aio's connect() arguments for the group's first host."""
+    from conftest import trusting
+    return dict(port=group.port, client_keys=[group.keys.private()], agent_path=None,
+                ssh_config=False, known_hosts=trusting(tmp_path / "known_hosts", group))
+
+
+def test_pssh_aio_lines_of_a_flood_leave_timers_and_wait_for_running(group, aio_login,
+                                                                      run_loop):
+    """``yes ''`` sends empty lines faster than they can be read: readline hands them on
+    from what is buffered, and must still give the loop its turns."""
+    import asyncio
+    from pssh import aio
+
+    async def main():
+        async with aio.connect(group.hosts[0], **aio_login) as conn:
+            proc = await conn.create_process("yes ''", encoding=None)
+            read = 0
+            seen = []  # lines read so far, at each tick of the timer
+
+            async def tick() -> None:
+                while True:
+                    await asyncio.sleep(0.05)
+                    seen.append(read)
+
+            async def read_all() -> None:
+                nonlocal read
+                async for _ in proc.stdout:
+                    read += 1
+
+            ticker = asyncio.ensure_future(tick())
+            try:
+                await asyncio.wait_for(read_all(), 2)
+            except asyncio.TimeoutError:
+                cut = True
+            else:
+                cut = False
+            ticker.cancel()
+            proc.kill()
+            return cut, read, seen
+    cut, read, seen = run_loop(main())
+    # wait_for cancelled the read (``yes`` never ends), which had read lines...
+    assert cut and read > 0
+    # ...and the timer ticked while the lines were being read, not only around it: it saw
+    # the count grow from tick to tick.
+    assert len(set(seen)) >= 3, f"the timer saw the reader at {sorted(set(seen))}"
+
+
+# -- bounded memory that loses nothing: long lines, slow readers ------------------------------
+
+FLOOD_READER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flood_reader.py")
+
+
+def read_flood(group, tmp_path, front_end: str, how: str, command: str):
+    """(what tests/flood_reader.py reports, its stderr) for ``command`` on the first host."""
+    import json
+    from conftest import trusting
+    known_hosts = trusting(tmp_path / f"known_hosts_{front_end}", group)
+    done = subprocess.run(
+        [sys.executable, FLOOD_READER, front_end, how, group.hosts[0], str(group.port),
+         group.keys.private(), known_hosts, command],
+        capture_output=True, text=True, env=ENV, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+def produced(command: str):
+    """(sha256, bytes) of what ``command`` writes to stdout, run here."""
+    import hashlib
+    digest, size = hashlib.sha256(), 0
+    with subprocess.Popen(["sh", "-c", command], stdout=subprocess.PIPE) as proc:
+        while data := proc.stdout.read(1 << 20):
+            digest.update(data)
+            size += len(data)
+    assert proc.returncode == 0
+    return digest.hexdigest(), size
+
+
+#: About 100 MB of digits, no newline anywhere (every byte's place checked by the hash).
+ENDLESS_LINE = "seq 1 14000000 | tr -d '\\n'"
+
+
+@pytest.mark.parametrize("front_end", ["gevent", "aio"])
+def test_a_line_without_end_comes_in_pieces_in_bounded_memory(group, tmp_path, front_end):
+    from pssh.core.lines import MAX_LINE
+    report, log = read_flood(group, tmp_path, front_end, "lines", ENDLESS_LINE)
+    digest, size = produced(ENDLESS_LINE)
+    stdout = report["stdout"]
+    # Every byte, in order, in pieces no longer than the cap.
+    assert (stdout["sha256"], stdout["bytes"]) == (digest, size)
+    assert stdout["longest"] <= MAX_LINE and stdout["pieces"] >= size // MAX_LINE
+    # Held whole it peaked at over 300 MiB (the line, its join, its decoding).
+    assert report["peak_mib"] < 150, f"{report['peak_mib']} MiB at the peak"
+    said = [line for line in log.splitlines() if "a line longer than 1 MiB" in line]
+    assert len(said) == 1 and group.hosts[0] in said[0], log[-2000:]
