@@ -268,3 +268,23 @@ def test_a_line_without_end_comes_in_pieces_in_bounded_memory(group, tmp_path, f
     assert report["peak_mib"] < 150, f"{report['peak_mib']} MiB at the peak"
     said = [line for line in log.splitlines() if "a line longer than 1 MiB" in line]
     assert len(said) == 1 and group.hosts[0] in said[0], log[-2000:]
+
+
+#: About 60 MB on each stream, at once; each line numbered (the hash checks the order).
+TWO_FLOODS = "seq -f '%0999g' 1 60000 & seq -f '%0999g' 1 60000 >&2; wait"
+ONE_FLOOD = "seq -f '%0999g' 1 60000"
+
+
+@pytest.mark.parametrize("front_end", ["gevent", "aio"])
+def test_a_slow_reader_slows_the_command_and_loses_nothing(group, tmp_path, front_end):
+    """stdout read slowly, stderr as it comes: reading stderr moves stdout's output out
+    of the shared window; at the bound it is held back (the window closes, the command
+    waits), never dropped."""
+    report, log = read_flood(group, tmp_path, front_end, "slow", TWO_FLOODS)
+    digest, size = produced(ONE_FLOOD)
+    for stream in ("stdout", "stderr"):
+        got = report[stream]
+        assert (got["sha256"], got["bytes"]) == (digest, size), (stream, got)
+    assert report["dropped"] == [0, 0] and "dropping" not in log
+    # Both streams held at most the bound (32 MiB) and a window; it peaked at 75-95 MiB.
+    assert report["peak_mib"] < 200, f"{report['peak_mib']} MiB at the peak"

@@ -54,6 +54,8 @@ class ChannelStreams:
         self._buffers = (StreamBuffer(), StreamBuffer())  # stdout, stderr
         self.core = CommandStreams(link, channel, *self._buffers)
         self.core.auto_finish = False  # closed by wait() / finish(), as asyncssh's are
+        # Streams being read: from the first chunk asked for to the end (see chunk()).
+        self._reading = [False, False]
 
     @property
     def closed(self) -> bool:
@@ -84,9 +86,24 @@ class ChannelStreams:
             self.link.turned()
 
     async def chunk(self, stream: int) -> bytes:
-        """The next chunk of ``stream``; b"" once it has ended."""
+        """The next chunk of ``stream``; b"" once it has ended.
+
+        From the first chunk asked for until the stream's end, ``stream`` counts as
+        read (:meth:`CommandStreams.reading <pssh.core.streams.CommandStreams.reading>`):
+        while the other stream is read, this one's output is held back for its reader,
+        never dropped. A program that reads some of a stream must go on reading it (or
+        close the process), as with asyncssh, which stalls the command sooner."""
+        if not self._reading[stream]:
+            self._reading[stream] = True
+            self.core.reading(stream, True)
         await self._run(self.core.fill(stream, deadline_after(self.read_timeout)))
-        return self._buffers[stream].next_chunk()
+        data = self._buffers[stream].next_chunk()
+        if data:
+            self.core.taken(stream)
+        elif self._reading[stream]:  # its end: nothing more to hold back for it
+            self._reading[stream] = False
+            self.core.reading(stream, False)
+        return data
 
     async def any_chunk(self) -> Tuple[int, bytes]:
         """The next chunk of either stream, as ``(stream, data)``; ``(-1, b"")`` once both
@@ -95,7 +112,9 @@ class ChannelStreams:
         for stream in (0, 1):
             buffer = self._buffers[stream]
             if buffer.has_data():
-                return stream, buffer.next_chunk()
+                data = buffer.next_chunk()
+                self.core.taken(stream)
+                return stream, data
         return -1, b""
 
     async def wait(self, timeout: Optional[float] = None) -> None:
@@ -109,7 +128,9 @@ class ChannelStreams:
 
     def take(self, stream: int) -> bytes:
         """Everything buffered for ``stream``, consumed."""
-        return self.core.buffers[stream].take()
+        data = self.core.buffers[stream].take()
+        self.core.taken(stream)
+        return data
 
     async def write(self, data: bytes) -> None:
         await self._run(self.core.write(data))
