@@ -288,3 +288,78 @@ def test_a_slow_reader_slows_the_command_and_loses_nothing(group, tmp_path, fron
     assert report["dropped"] == [0, 0] and "dropping" not in log
     # Both streams held at most the bound (32 MiB) and a window; it peaked at 75-95 MiB.
     assert report["peak_mib"] < 200, f"{report['peak_mib']} MiB at the peak"
+
+
+# -- the command line's views that keep output, and its files --------------------------------
+
+PEAK_WRAPPER = """
+import resource, subprocess, sys
+with open(sys.argv[1], "wb") as out:
+    done = subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.PIPE, text=True)
+print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+sys.stderr.write(done.stderr)
+"""
+
+
+def pssh_measured(tmp_path, *args):
+    """(exit status, peak MiB, stdout bytes, stderr) of ``pssh ARGS``, its peak memory its
+    own (measured by a parent of its own, which only waits)."""
+    out = tmp_path / "pssh.out"
+    done = subprocess.run([sys.executable, "-c", PEAK_WRAPPER, str(out), sys.executable, "-m",
+                           "pssh", *args], capture_output=True, text=True, env=ENV, timeout=600)
+    code, peak = map(int, done.stdout.split())
+    return code, peak, out.read_bytes(), done.stderr
+
+
+#: About 100 MB of output in numbered lines of 1000 bytes.
+HUNDRED_MB = "seq -f '%0999g' 1 100000"
+
+
+def test_json_keeps_a_bounded_part_and_says_how_much_it_left_out(group, tmp_path):
+    import json
+    from pssh.cli.display import KEPT_OUTPUT
+    code, peak, out, err = pssh_measured(tmp_path, "run", "--json", "-H", group.hosts[0],
+                                         *conn(group, tmp_path), "--", HUNDRED_MB)
+    assert code == 0, err
+    record = json.loads(out)
+    kept = len(record["stdout"]) + 1  # the lines, each with its newline
+    assert record["stdout"].startswith("0" * 998 + "1\n") and \
+        KEPT_OUTPUT <= kept <= KEPT_OUTPUT + 1000
+    assert kept + record["stdout_omitted"] == 100_000_000 and record["stderr_omitted"] == 0
+    # Kept whole it peaked at about 400 MiB.
+    assert peak < 150, f"pssh --json peaked at {peak} MiB for 100 MB of output"
+
+
+@pytest.mark.parametrize("view", ["-i", "-b", "--diff"])
+def test_the_views_say_where_output_was_left_out(group, tmp_path, view):
+    command = "seq -f '%0999g' 1 3000; seq -f '%0999g' 1 2000 >&2"
+    result = pssh("run", view, "-H", " ".join(group.hosts), *conn(group, tmp_path), "--",
+                  command, timeout=120)
+    assert result.returncode == 0, result.stderr
+    kept = (1 << 20) // 1000 + 1  # lines up to the bound, and the one that reached it
+    for stream, size in (("stdout", 3000), ("stderr", 2000)):
+        note = f"[pssh: {(size - kept) * 1000} more bytes of {stream} left out: over 1 MiB; " \
+               f"--output-dir keeps it all]"
+        assert note in result.stdout, result.stdout[-3000:]
+    assert f"{kept:0999d}" in result.stdout and f"{kept + 1:0999d}" not in result.stdout
+
+
+#: Bytes no line view keeps as they are: \r\n, bytes that are not UTF-8, a line of 3 MB,
+#: and no newline at the end.
+AS_IT_CAME = ("printf 'a\\r\\nb\\377\\376\\n'; seq 1 450000 | tr -d '\\n'; printf '\\nlast'; "
+              "printf 'err\\377' >&2")
+
+
+def test_output_dir_files_keep_the_bytes_as_they_came(group, tmp_path):
+    out = tmp_path / "runs"
+    code, peak, _, err = pssh_measured(tmp_path, "run", "--output-dir", str(out), "-H",
+                                       group.hosts[0], *conn(group, tmp_path), "--",
+                                       f"{AS_IT_CAME}; {HUNDRED_MB}")
+    assert code == 0, err
+    host = group.hosts[0]
+    expected, size = produced(f"{AS_IT_CAME} 2>/dev/null; {HUNDRED_MB}")
+    import hashlib
+    written = (out / f"{host}.stdout").read_bytes()
+    assert (hashlib.sha256(written).hexdigest(), len(written)) == (expected, size)
+    assert (out / f"{host}.stderr").read_bytes() == b"err\xff"
+    assert peak < 150, f"pssh --output-dir peaked at {peak} MiB for 100 MB of output"

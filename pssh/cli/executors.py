@@ -182,7 +182,12 @@ class ClientExecutor:
 
         def pump(stream, stderr: bool) -> None:
             try:
-                lines = split_lines(stream.rw_buffer.chunks(), MAX_LINE, split)
+                chunks = stream.rw_buffer.chunks()
+                if self.events.to_file(index, stderr):  # as it came: no lines, no decoding
+                    for chunk in chunks:
+                        self.events.data(index, chunk, stderr)
+                    return
+                lines = split_lines(chunks, MAX_LINE, split)
                 for line in taking_turns(lines):
                     self.events.line(index, line.decode(output.encoding, "replace"), stderr)
             except Exception as err:  # the host's failure: raised below (gevent's hub
