@@ -363,3 +363,22 @@ def test_output_dir_files_keep_the_bytes_as_they_came(group, tmp_path):
     assert (hashlib.sha256(written).hexdigest(), len(written)) == (expected, size)
     assert (out / f"{host}.stderr").read_bytes() == b"err\xff"
     assert peak < 150, f"pssh --output-dir peaked at {peak} MiB for 100 MB of output"
+
+
+def test_pssh_aio_stderr_to_stdout_loses_nothing_of_a_flood(group, aio_login, run_loop,
+                                                            tmp_path):
+    """``stderr=STDOUT`` takes each chunk of either stream as it comes: reading stdout to
+    its end first left 40 MB of stderr unread meanwhile, and beyond the bound dropped."""
+    import asyncio.subprocess
+    from pssh import aio
+    target = tmp_path / "merged"
+
+    async def main():
+        async with aio.connect(group.hosts[0], **aio_login) as conn:
+            return await conn.run("head -c 40000000 /dev/zero >&2; echo done",
+                                  stdout=str(target), stderr=asyncio.subprocess.STDOUT)
+    assert run_loop(main()).exit_status == 0
+    merged = target.read_bytes()
+    # (Where "done" lands among the last window of zeros is the order of the reads.)
+    assert len(merged) == 40_000_005 and merged.count(b"\0") == 40_000_000
+    assert b"done\n" in merged
