@@ -22,14 +22,14 @@ import os
 import shlex
 import warnings
 import weakref
-from typing import Any, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
 
 from gevent import socket
 
 from pssh import exceptions as exc
 from pssh.core.cancel import new_marker, with_marker
 from pssh.clients.common import _validate_api, _validate_pkey
-from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer, split_lines
+from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer
 from pssh.core import commands as core_commands
 from pssh.core.auth import DEFAULT_IDENTITIES, Credentials, LoginMethods, login, \
     login_retrying
@@ -39,6 +39,7 @@ from pssh.core.link import Link
 from pssh.core.waits import pause
 from pssh.core.deadlines import deadline_after
 from pssh.core.keys import inspect_key_file
+from pssh.core.lines import MAX_LINE, LongLines, split_lines
 from pssh.core.settings import decided
 from pssh.options import ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
@@ -608,20 +609,28 @@ class BaseSSHClient(PollMixIn):
     # -- output ----------------------------------------------------------------------
 
     def read_output(self, stdout_buffer: ConcurrentRWBuffer,
-                    timeout: Optional[float] = None) -> Iterator[bytes]:
+                    timeout: Optional[float] = None, max_line: Optional[int] = MAX_LINE,
+                    on_split: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
         """Lines (bytes) of a stream buffer as they come; the whole iteration bounded by
-        ``timeout`` (:class:`~pssh.exceptions.Timeout`)."""
-        return self._read_output_buffer(stdout_buffer, timeout=timeout)
+        ``timeout`` (:class:`~pssh.exceptions.Timeout`). A line longer than ``max_line``
+        bytes (None: no limit) comes in pieces of that size; ``on_split()`` is called
+        for each (by default the first is logged as a warning naming the host)."""
+        return self._read_output_buffer(stdout_buffer, timeout, max_line, on_split)
 
     def read_stderr(self, stderr_buffer: ConcurrentRWBuffer,
-                    timeout: Optional[float] = None) -> Iterator[bytes]:
+                    timeout: Optional[float] = None, max_line: Optional[int] = MAX_LINE,
+                    on_split: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
         """As :meth:`read_output`, for the standard error buffer."""
-        return self._read_output_buffer(stderr_buffer, timeout=timeout)
+        return self._read_output_buffer(stderr_buffer, timeout, max_line, on_split)
 
     def _read_output_buffer(self, _buffer: ConcurrentRWBuffer,
-                            timeout: Optional[float] = None) -> Iterator[bytes]:
+                            timeout: Optional[float] = None,
+                            max_line: Optional[int] = MAX_LINE,
+                            on_split: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
         # The deadline starts when iteration starts, as the caller expects.
-        yield from split_lines(_buffer.chunks(deadline_after(timeout)))
+        if on_split is None:
+            on_split = LongLines(self.host, max_line)
+        yield from split_lines(_buffer.chunks(deadline_after(timeout)), max_line, on_split)
 
     def read_output_buffer(self, output_buffer: Iterable[bytes], prefix: Optional[str] = None,
                            callback=None, callback_args=None, encoding: str = "utf-8",
