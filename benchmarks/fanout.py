@@ -44,13 +44,19 @@ OURS = ("ours", "ours-aio")
 BUILDS: dict = {}
 
 
-def run_once(library, hosts, group, command, pool=None):
+def run_once(library, hosts, group, command, pool=None, known_hosts=None, prefix=()):
+    """One fan-out in a fresh worker process: its JSON, or None if it failed. A library
+    this build lacks gives ``{"unavailable": reason}``. ``known_hosts``: our libraries
+    check host keys against that file; ``prefix``: a command the worker runs under
+    (``strace ...``)."""
     name, build = split_build(library)
     venv = VENVS.get(name)
     python = BUILDS[build] if build else \
         str(ROOT / venv / "bin" / "python") if venv else sys.executable
     env = environment(name, python)  # parallel-ssh's pssh must not meet ours
-    out = subprocess.run([python, str(WORKER), name, ",".join(hosts), str(group.port),
+    out = subprocess.run([*prefix, python, str(WORKER),
+                          *([f"--known-hosts={known_hosts}"] if known_hosts else []),
+                          name, ",".join(hosts), str(group.port),
                           group.servers[0].user, group.keys.private(), command,
                           *([str(pool)] if pool else [])],
                          capture_output=True, text=True, env=env, cwd="/", timeout=600)
@@ -59,6 +65,8 @@ def run_once(library, hosts, group, command, pool=None):
               f"{(out.stderr.strip().splitlines() or ['?'])[-1]}", file=sys.stderr)
         return None
     result = json.loads(out.stdout)
+    if "unavailable" in result:
+        return result
     if result["ok"] != len(hosts):
         print(f"{library} H={len(hosts)}: only {result['ok']} hosts succeeded", file=sys.stderr)
         return None
@@ -121,6 +129,9 @@ def main(argv=None) -> int:
                 hosts = [group.hosts[i % len(group.hosts)] for i in range(count)]
                 for lib in args.libs[shift:] + args.libs[:shift]:
                     r = run_once(lib, hosts, group, args.command)
+                    if r is not None and "unavailable" in r:
+                        print(f"{lib}: {r['unavailable']}", file=sys.stderr)
+                        r = None
                     # None keeps the rounds aligned for the per-round ratios.
                     results.setdefault((lib, count), []).append(r)
                     if r is not None:
