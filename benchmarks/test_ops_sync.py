@@ -122,6 +122,13 @@ class SSH2API:
             size, _ = channel.read(min(CHUNK, left))
             assert size > 0
             left -= size
+        # The end of an SCP download: the source's status byte, our acknowledgement, then
+        # the remote scp's exit and the channel's end (libssh2 waits for a close only after
+        # the server's EOF).
+        assert channel.read(1) == (1, b"\0")
+        channel.write(b"\0")
+        channel.send_eof()
+        channel.wait_eof()
         self.close_channel(channel)
 
 
