@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -235,7 +236,11 @@ def main(argv=None) -> int:
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     args.hosts = sorted(set(args.hosts) | {1})   # the start-up exclusion needs H = 1
+    load_before = os.getloadavg()[0]
     result = measure(args)
+    # The machine is shared: say how busy it was (1-minute load average, 2 cores here).
+    result["load_average"] = {"start": round(load_before, 1),
+                              "end": round(os.getloadavg()[0], 1)}
     if args.floor:
         result["floor"] = floor_figures()
     report(result)

@@ -15,6 +15,7 @@ whose loopback has that round-trip time (benchmarks/netns_delay.py; root).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -32,6 +33,10 @@ MAX_ADDRESSES = 250  # 127.0.0.2 .. 127.0.0.251
 VENVS = {"parallel-ssh": ".venv-parallel-ssh", "asyncssh": ".venv-bench",
          "paramiko": ".venv-bench", "fabric": ".venv-bench", "hussh": ".venv-bench",
          "hussh-aio": ".venv-bench"}
+#: Peers that may run under this interpreter when their virtualenv is missing and their
+#: module is installed here (the bench extra); never parallel-ssh, whose pssh is not ours.
+HERE_IF_INSTALLED = {"asyncssh": "asyncssh", "paramiko": "paramiko", "fabric": "fabric",
+                     "hussh": "hussh", "hussh-aio": "hussh"}
 
 
 # Same-round wall-time ratios printed beside the table: (ours, peer).
@@ -50,9 +55,7 @@ def run_once(library, hosts, group, command, pool=None, known_hosts=None, prefix
     check host keys against that file; ``prefix``: a command the worker runs under
     (``strace ...``)."""
     name, build = split_build(library)
-    venv = VENVS.get(name)
-    python = BUILDS[build] if build else \
-        str(ROOT / venv / "bin" / "python") if venv else sys.executable
+    python = BUILDS[build] if build else _interpreter(name)
     env = environment(name, python)  # parallel-ssh's pssh must not meet ours
     out = subprocess.run([*prefix, python, str(WORKER),
                           *([f"--known-hosts={known_hosts}"] if known_hosts else []),
@@ -71,6 +74,19 @@ def run_once(library, hosts, group, command, pool=None, known_hosts=None, prefix
         print(f"{library} H={len(hosts)}: only {result['ok']} hosts succeeded", file=sys.stderr)
         return None
     return result
+
+
+def _interpreter(name: str) -> str:
+    """The Python that runs ``name``: its virtualenv's, or this one for ours (and for a
+    peer installed here whose virtualenv is missing)."""
+    venv = VENVS.get(name)
+    if venv is None:
+        return sys.executable
+    python = ROOT / venv / "bin" / "python"
+    if not python.exists() and name in HERE_IF_INSTALLED \
+            and importlib.util.find_spec(HERE_IF_INSTALLED[name]) is not None:
+        return sys.executable
+    return str(python)
 
 
 def _in_delayed_namespace(rtt: float, argv) -> int:

@@ -40,6 +40,10 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 SOURCE = Path(__file__).resolve().parent / "login_floor.c"
+#: The host key algorithms the C floor offers: the type our client negotiates when its
+#: known_hosts file lists the servers' keys in ssh-keygen's order (ed25519 first); libssh2's
+#: own default would take ECDSA, which costs less to verify here.
+HOSTKEY_ALGORITHMS = "ssh-ed25519,ecdsa-sha2-nistp256,rsa-sha2-512,rsa-sha2-256"
 CHECKOUT = Path(__file__).resolve().parent.parent
 
 # --- (a) the public-key operations ----------------------------------------------------------
@@ -192,7 +196,8 @@ def floor_command(program: Path, hosts: Sequence[str], port: int, user: str, key
     """The C floor's command line for one fan-out to ``hosts`` (addresses may repeat)."""
     addresses = list(dict.fromkeys(hosts))
     return [str(program), "-n", str(len(hosts)), "-p", str(port), "-u", user, "-k", key,
-            "-c", command, *(["-K", known_hosts] if known_hosts else []), *addresses]
+            "-c", command, "-a", HOSTKEY_ALGORITHMS,
+            *(["-K", known_hosts] if known_hosts else []), *addresses]
 
 
 def run_floor(program: Path, hosts: Sequence[str], group, command: str = "echo hello",
