@@ -150,6 +150,18 @@ static int host_key_ok(struct host *h)
                   == LIBSSH2_KNOWNHOST_CHECK_MATCH;
 }
 
+/* After a call that returns 0, LIBSSH2_ERROR_EAGAIN or an error: 1 when it is done (the
+ * host moves on to `next`), 0 to wait, -`failed` on an error. */
+static int went(struct host *h, int rc, enum state next, int failed)
+{
+    if(rc == LIBSSH2_ERROR_EAGAIN)
+        return 0;
+    if(rc)
+        return -failed;
+    h->state = next;
+    return 1;
+}
+
 /* Advance one host as far as it goes without waiting: 0 to wait, 1 done, < 0 failed. */
 static int step(struct host *h, const char *hostkey_algs)
 {
@@ -170,25 +182,21 @@ static int step(struct host *h, const char *hostkey_algs)
             h->state = HANDSHAKE;
             break;
         case HANDSHAKE:
-            rc = libssh2_session_handshake(h->session, h->fd);
-            if(rc == LIBSSH2_ERROR_EAGAIN)
-                return 0;
-            if(rc || !host_key_ok(h))
+            rc = went(h, libssh2_session_handshake(h->session, h->fd), AUTH, 2);
+            if(rc == 1 && !host_key_ok(h))
                 return -2;
-            h->state = AUTH;
+            if(rc != 1)
+                return rc;
             break;
         case AUTH:
-            rc = from_memory
-                ? libssh2_userauth_publickey_frommemory(h->session, user, strlen(user),
-                                                        public_key, public_len,
-                                                        private_key, private_len, NULL)
-                : libssh2_userauth_publickey_fromfile(h->session, user, public_path,
-                                                      key_path, NULL);
-            if(rc == LIBSSH2_ERROR_EAGAIN)
-                return 0;
-            if(rc)
-                return -3;
-            h->state = OPEN;
+            rc = went(h, from_memory
+                      ? libssh2_userauth_publickey_frommemory(h->session, user, strlen(user),
+                                                              public_key, public_len,
+                                                              private_key, private_len, NULL)
+                      : libssh2_userauth_publickey_fromfile(h->session, user, public_path,
+                                                            key_path, NULL), OPEN, 3);
+            if(rc != 1)
+                return rc;
             break;
         case OPEN:
             h->channel = libssh2_channel_open_session(h->session);
@@ -197,12 +205,9 @@ static int step(struct host *h, const char *hostkey_algs)
             h->state = EXEC;
             break;
         case EXEC:
-            rc = libssh2_channel_exec(h->channel, command);
-            if(rc == LIBSSH2_ERROR_EAGAIN)
-                return 0;
-            if(rc)
-                return -5;
-            h->state = READ;
+            rc = went(h, libssh2_channel_exec(h->channel, command), READ, 5);
+            if(rc != 1)
+                return rc;
             break;
         case READ:
             rc = (int)libssh2_channel_read(h->channel, buf, sizeof buf);

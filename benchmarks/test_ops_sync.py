@@ -132,8 +132,26 @@ class SSH2API:
         self.close_channel(channel)
 
 
-class OursSSHClient:
+class ToLocalFile:
+    """A client that copies a remote file to a local one (SFTP and SCP), with no SFTP handle
+    of its own to start: ``sftp_get`` and ``scp_get`` name its methods."""
+
+    sftp_get = scp_get = ""
+
+    def sftp_start(self, conn):
+        return None
+
+    def sftp_read(self, conn, _) -> None:
+        getattr(conn, self.sftp_get)(self.t.path, self.t.local)
+
+    def scp_recv(self, conn) -> None:
+        getattr(conn, self.scp_get)(self.t.path, self.t.local)
+
+
+class OursSSHClient(ToLocalFile):
     """``pssh.clients.SSHClient``: logs in on creation, host keys checked (strict)."""
+
+    sftp_get, scp_get = "copy_remote_file", "scp_recv"
 
     def __init__(self, t) -> None:
         pytest.importorskip("pssh.clients")
@@ -152,15 +170,6 @@ class OursSSHClient:
         output = conn.run_command("true")
         conn.wait_finished(output)
         assert output.exit_code == 0
-
-    def sftp_start(self, conn):
-        return None
-
-    def sftp_read(self, conn, _) -> None:
-        conn.copy_remote_file(self.t.path, self.t.local)
-
-    def scp_recv(self, conn) -> None:
-        conn.scp_recv(self.t.path, self.t.local)
 
 
 class Paramiko:
@@ -215,8 +224,10 @@ class Paramiko:
             assert len(handle.read()) == self.t.size
 
 
-class Hussh:
+class Hussh(ToLocalFile):
     """hussh's sync ``Connection`` (connects and authenticates in its constructor)."""
+
+    sftp_get, scp_get = "sftp_read", "scp_read"
 
     def __init__(self, t) -> None:
         self.hussh = pytest.importorskip("hussh")
@@ -231,15 +242,6 @@ class Hussh:
 
     def exec_true(self, conn) -> None:
         assert conn.execute("true").status == 0
-
-    def sftp_start(self, conn):
-        return None
-
-    def sftp_read(self, conn, _) -> None:
-        conn.sftp_read(self.t.path, self.t.local)
-
-    def scp_recv(self, conn) -> None:
-        conn.scp_read(self.t.path, self.t.local)
 
 
 DRIVERS = {SSH2: SSH2API, "ours-SSHClient": OursSSHClient, "paramiko": Paramiko,
