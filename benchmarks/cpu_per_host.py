@@ -160,6 +160,8 @@ def summarize(args, libs, results, traced, unavailable) -> dict:
                                 if a and b) for h in hosts}
     imports = {lib: _median(r.get("import_wall") for h in hosts for r in runs(lib, h) if r)
                for lib in libs if lib != "floor-c"}
+    import_cpu = {lib: _median(r.get("import_cpu") for h in hosts for r in runs(lib, h) if r)
+                  for lib in libs if lib != "floor-c"}
     calls = {}
     for lib, per in traced.items():
         total, top = syscalls.summary(per)
@@ -173,7 +175,10 @@ def summarize(args, libs, results, traced, unavailable) -> dict:
         "unavailable": unavailable,
         "wall_s": wall, "cpu_ms_per_host": cpu, "cpu_ms_per_host_with_startup": cpu_raw,
         "peak_rss_mib": rss, "wall_ratio": ratios, "import_wall_s": imports,
+        "import_cpu_s": import_cpu,
         "syscalls_per_login": {"hosts": args.strace_hosts, "by_library": calls},
+        # Every run as the worker reported it (None: failed), round by round.
+        "runs": {lib: {str(h): runs(lib, h) for h in hosts} for lib in libs},
     }
 
 
