@@ -156,9 +156,16 @@ def loaded_libssh2(python: str = sys.executable) -> Path:
 
 
 def libssh2_include(library: Path) -> Path:
-    """The folder of the ``libssh2.h`` that goes with ``library``."""
-    candidates = [library.parent.parent / "include", CHECKOUT / "build" / "libssh2" / "install"
-                  / "include"]
+    """The folder of the ``libssh2.h`` that goes with ``library``: the build's own prefix
+    (``LIBSSH2_PREFIX``, or the bundled build in ``LIBSSH2_BUILD_DIR`` or this checkout's
+    build/), the library's install prefix, then pkg-config's and the system's. An installed
+    package's bundled ``libssh2.so.1`` has no header beside it: the checkout it was built
+    from has it, which these variables name."""
+    candidates = [Path(os.environ[name]) / sub for name, sub in
+                  (("LIBSSH2_PREFIX", "include"), ("LIBSSH2_BUILD_DIR", "install/include"))
+                  if os.environ.get(name)]
+    candidates += [library.parent.parent / "include",
+                   CHECKOUT / "build" / "libssh2" / "install" / "include"]
     pkg = subprocess.run(["pkg-config", "--cflags-only-I", "libssh2"], capture_output=True,
                          text=True) if shutil.which("pkg-config") else None
     if pkg and pkg.returncode == 0:

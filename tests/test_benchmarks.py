@@ -1,6 +1,7 @@
 """The ramp harness end to end: real sshd, real InfluxDB 1.x, real VictoriaMetrics
 (InfluxDB 2.x write API), real peer libraries; results read back from the servers."""
 import json
+import os
 import re
 import shlex
 import socket
@@ -237,10 +238,18 @@ def test_startup_table_has_every_case_of_ours_with_a_median():
         assert re.search(row, result.stdout, re.M), result.stdout
 
 
+#: The bundled libssh2's build, whose header the C floor compiles with (an installed
+#: package carries the library, not the header).
+BUNDLED_BUILD = Path(__file__).resolve().parent.parent / "build" / "libssh2"
+
+
 def run_module(module, *args, timeout=600):
     # From / with this folder's interpreter: the installed package, as the docs run them.
+    env = dict(os.environ)
+    if BUNDLED_BUILD.is_dir():
+        env.setdefault("LIBSSH2_BUILD_DIR", str(BUNDLED_BUILD))
     return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
-                          timeout=timeout, cwd="/")
+                          timeout=timeout, cwd="/", env=env)
 
 
 def test_cpu_per_host_reports_every_library_side_by_side_with_syscalls_and_the_floor(tmp_path):
@@ -278,8 +287,10 @@ def test_cpu_per_host_reports_every_library_side_by_side_with_syscalls_and_the_f
     assert "start-up excluded" in result.stdout and "- ours: " in result.stdout
 
 
-def test_login_floor_builds_against_the_libssh2_that_ssh2_loads_and_runs(tmp_path):
+def test_login_floor_builds_against_the_libssh2_that_ssh2_loads_and_runs(tmp_path, monkeypatch):
     from benchmarks.login_floor import build_floor, loaded_libssh2
+    if BUNDLED_BUILD.is_dir() and not os.environ.get("LIBSSH2_BUILD_DIR"):
+        monkeypatch.setenv("LIBSSH2_BUILD_DIR", str(BUNDLED_BUILD))
     library = loaded_libssh2()
     program = build_floor(tmp_path)
     linked = subprocess.run(["ldd", str(program)], capture_output=True, text=True).stdout
