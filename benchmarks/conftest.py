@@ -68,6 +68,8 @@ def measure(benchmark):
     ``rounds`` times (default ``ROUNDS``), with ``setup`` (untimed: closing the previous
     round's connection, say) before each round."""
     def run(group: str, target, setup=None, rounds: int = 0) -> None:
+        rounds = rounds or ROUNDS
         benchmark.group = group
-        benchmark.pedantic(target, setup=setup, rounds=rounds or ROUNDS, warmup_rounds=1)
+        # A warm-up round first (connections, caches), except in a one-round check.
+        benchmark.pedantic(target, setup=setup, rounds=rounds, warmup_rounds=int(rounds > 1))
     return run
