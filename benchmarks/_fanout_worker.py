@@ -1,26 +1,40 @@
-"""One timed fan-out in its own process: prints JSON {wall, cpu, import_cpu, maxrss_kib, ok}.
+"""One timed fan-out in its own process: prints JSON {wall, cpu, import_cpu, import_wall,
+maxrss_kib, ok}.
 
-    python _fanout_worker.py LIBRARY HOSTS PORT USER KEY COMMAND [POOL]
+    python _fanout_worker.py [--known-hosts=FILE] LIBRARY HOSTS PORT USER KEY COMMAND [POOL]
 
 Connects to every host in HOSTS (comma-separated), authenticates with KEY,
 runs COMMAND, reads all output and the exit code; ``wall`` covers all of it.
-Host keys are not checked by any library here (same work for all). POOL:
+Host keys are not checked by any library here (same work for all), unless
+``--known-hosts`` names a file: then our libraries (ours, ours-native,
+ours-aio) check them against it, strictly (an unknown host is refused), and
+the peers still do not. POOL:
 how many hosts at once (ours: pool_size; paramiko: threads); default all
 hosts for ours, min(50, hosts) threads for paramiko. The library's modules are
-imported first and timed apart (``import_cpu``): ``cpu`` is the fan-out alone.
+imported first and timed apart (``import_cpu``, ``import_wall``): ``cpu`` is the fan-out alone.
+
+A library that this build does not have (``ours-native`` before
+``ParallelSSHClient(runner=...)`` exists) prints ``{"unavailable": REASON}``.
 """
 import importlib
+import inspect
 import json
 import resource
 import sys
 import time
 
 
-def ours(hosts, port, user, key, command, pool=None):
+class Unavailable(Exception):
+    """The library cannot run in this build."""
+
+
+def ours(hosts, port, user, key, command, pool=None, known_hosts=None, **runner):
     from pssh.clients import ParallelSSHClient
+    checked = {"known_hosts": known_hosts, "host_key_policy": "strict"} if known_hosts \
+        else {"host_key_policy": "off"}
     client = ParallelSSHClient(hosts, port=port, user=user, pkey=key, allow_agent=False,
-                               identity_auth=False, host_key_policy="off",
-                               pool_size=pool or len(hosts), timeout=60)
+                               identity_auth=False, pool_size=pool or len(hosts), timeout=60,
+                               **checked, **runner)
     output = client.run_command(command)
     ok = 0
     for host_output in output:
@@ -31,7 +45,15 @@ def ours(hosts, port, user, key, command, pool=None):
     return ok
 
 
-def ours_aio(hosts, port, user, key, command, pool=None):
+def ours_native(hosts, port, user, key, command, pool=None, known_hosts=None):
+    """Our parallel client on its native runner (``runner="native"``), where it exists."""
+    from pssh.clients import ParallelSSHClient
+    if "runner" not in inspect.signature(ParallelSSHClient).parameters:
+        raise Unavailable("ParallelSSHClient has no runner= keyword in this build")
+    return ours(hosts, port, user, key, command, pool, known_hosts, runner="native")
+
+
+def ours_aio(hosts, port, user, key, command, pool=None, known_hosts=None):
     """pssh.aio on the default asyncio loop: every host at once (or ``pool`` at a time)."""
     import asyncio
 
@@ -39,7 +61,8 @@ def ours_aio(hosts, port, user, key, command, pool=None):
 
     async def main():
         results = await aio.gather_hosts(hosts, command, limit=pool or len(hosts), port=port,
-                                         username=user, client_keys=[key], known_hosts=None,
+                                         username=user, client_keys=[key],
+                                         known_hosts=known_hosts,
                                          agent_path=None, timeout=60)
         return sum(r.ok for r in results)
 
@@ -138,11 +161,13 @@ def hussh_(hosts, port, user, key, command):
     return ok
 
 
-LIBRARIES = {"ours": ours, "ours-aio": ours_aio, "parallel-ssh": parallel_ssh,
+LIBRARIES = {"ours": ours, "ours-native": ours_native, "ours-aio": ours_aio,
+             "parallel-ssh": parallel_ssh,
              "asyncssh": asyncssh_, "paramiko": paramiko_, "fabric": fabric_, "hussh": hussh_,
              "hussh-aio": hussh_aio}
 # What each library loads before it can start: interpreter start-up apart.
-IMPORTS = {"ours": ["pssh.clients"], "ours-aio": ["asyncio", "pssh.aio"],
+IMPORTS = {"ours": ["pssh.clients"], "ours-native": ["pssh.clients"],
+           "ours-aio": ["asyncio", "pssh.aio"],
            "parallel-ssh": ["pssh.clients"], "hussh-aio": ["asyncio", "hussh.aio"],
            "asyncssh": ["asyncio", "asyncssh"], "paramiko": ["paramiko"], "fabric": ["fabric"],
            "hussh": ["hussh.multi_conn"]}
@@ -153,19 +178,33 @@ def _cpu():
     return usage.ru_utime + usage.ru_stime
 
 
+#: The libraries that take ``--known-hosts`` (and then check host keys).
+CHECK_HOST_KEYS = ("ours", "ours-native", "ours-aio")
+
+
 def main():
-    library, hosts, port, user, key, command = sys.argv[1:7]
+    argv = [arg for arg in sys.argv[1:] if not arg.startswith("--known-hosts=")]
+    known_hosts = [arg.partition("=")[2] for arg in sys.argv[1:]
+                   if arg.startswith("--known-hosts=")]
+    library, hosts, port, user, key, command = argv[:6]
     hosts = hosts.split(",")
-    extra = {"pool": int(sys.argv[7])} if len(sys.argv) > 7 else {}
-    before_import = _cpu()
+    extra = {"pool": int(argv[6])} if len(argv) > 6 else {}
+    if known_hosts and library in CHECK_HOST_KEYS:
+        extra["known_hosts"] = known_hosts[-1]
+    before_import, import_started = _cpu(), time.perf_counter()
     for module in IMPORTS[library]:
         importlib.import_module(module)
-    before = _cpu()
-    started = time.perf_counter()
-    ok = LIBRARIES[library](hosts, int(port), user, key, command, **extra)
+    before, started = _cpu(), time.perf_counter()
+    import_wall = started - import_started
+    try:
+        ok = LIBRARIES[library](hosts, int(port), user, key, command, **extra)
+    except Unavailable as err:
+        print(json.dumps({"unavailable": str(err)}))
+        return
     wall = time.perf_counter() - started
     cpu = _cpu() - before
     print(json.dumps({"wall": wall, "cpu": cpu, "import_cpu": before - before_import,
+                      "import_wall": import_wall,
                       "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
                       "ok": ok}))
 

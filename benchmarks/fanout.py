@@ -15,6 +15,7 @@ whose loopback has that round-trip time (benchmarks/netns_delay.py; root).
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import statistics
@@ -32,6 +33,10 @@ MAX_ADDRESSES = 250  # 127.0.0.2 .. 127.0.0.251
 VENVS = {"parallel-ssh": ".venv-parallel-ssh", "asyncssh": ".venv-bench",
          "paramiko": ".venv-bench", "fabric": ".venv-bench", "hussh": ".venv-bench",
          "hussh-aio": ".venv-bench"}
+#: Peers that may run under this interpreter when their virtualenv is missing and their
+#: module is installed here (the bench extra); never parallel-ssh, whose pssh is not ours.
+HERE_IF_INSTALLED = {"asyncssh": "asyncssh", "paramiko": "paramiko", "fabric": "fabric",
+                     "hussh": "hussh", "hussh-aio": "hussh"}
 
 
 # Same-round wall-time ratios printed beside the table: (ours, peer).
@@ -44,13 +49,17 @@ OURS = ("ours", "ours-aio")
 BUILDS: dict = {}
 
 
-def run_once(library, hosts, group, command, pool=None):
+def run_once(library, hosts, group, command, pool=None, known_hosts=None, prefix=()):
+    """One fan-out in a fresh worker process: its JSON, or None if it failed. A library
+    this build lacks gives ``{"unavailable": reason}``. ``known_hosts``: our libraries
+    check host keys against that file; ``prefix``: a command the worker runs under
+    (``strace ...``)."""
     name, build = split_build(library)
-    venv = VENVS.get(name)
-    python = BUILDS[build] if build else \
-        str(ROOT / venv / "bin" / "python") if venv else sys.executable
+    python = BUILDS[build] if build else _interpreter(name)
     env = environment(name, python)  # parallel-ssh's pssh must not meet ours
-    out = subprocess.run([python, str(WORKER), name, ",".join(hosts), str(group.port),
+    out = subprocess.run([*prefix, python, str(WORKER),
+                          *([f"--known-hosts={known_hosts}"] if known_hosts else []),
+                          name, ",".join(hosts), str(group.port),
                           group.servers[0].user, group.keys.private(), command,
                           *([str(pool)] if pool else [])],
                          capture_output=True, text=True, env=env, cwd="/", timeout=600)
@@ -59,10 +68,25 @@ def run_once(library, hosts, group, command, pool=None):
               f"{(out.stderr.strip().splitlines() or ['?'])[-1]}", file=sys.stderr)
         return None
     result = json.loads(out.stdout)
+    if "unavailable" in result:
+        return result
     if result["ok"] != len(hosts):
         print(f"{library} H={len(hosts)}: only {result['ok']} hosts succeeded", file=sys.stderr)
         return None
     return result
+
+
+def _interpreter(name: str) -> str:
+    """The Python that runs ``name``: its virtualenv's, or this one for ours (and for a
+    peer installed here whose virtualenv is missing)."""
+    venv = VENVS.get(name)
+    if venv is None:
+        return sys.executable
+    python = ROOT / venv / "bin" / "python"
+    if not python.exists() and name in HERE_IF_INSTALLED \
+            and importlib.util.find_spec(HERE_IF_INSTALLED[name]) is not None:
+        return sys.executable
+    return str(python)
 
 
 def _in_delayed_namespace(rtt: float, argv) -> int:
@@ -121,6 +145,9 @@ def main(argv=None) -> int:
                 hosts = [group.hosts[i % len(group.hosts)] for i in range(count)]
                 for lib in args.libs[shift:] + args.libs[:shift]:
                     r = run_once(lib, hosts, group, args.command)
+                    if r is not None and "unavailable" in r:
+                        print(f"{lib}: {r['unavailable']}", file=sys.stderr)
+                        r = None
                     # None keeps the rounds aligned for the per-round ratios.
                     results.setdefault((lib, count), []).append(r)
                     if r is not None:

@@ -465,6 +465,193 @@ def unpatched_cost() -> str:
         "downloads go in 30,000-byte reads; `pssh --version` says \"unpatched\".")
 
 
+# --- issue 29: client CPU per host, system calls per login, the floor ----------------------
+
+#: Issue 29's targets (measured, never asserted in tests).
+CPU_PER_HOST_TARGET_MS = 0.5     # client CPU per host at H = 200
+WALL_TARGETS = {"hussh": 0.95, "asyncssh": 0.75}   # ours / peer at H = 100 and 200
+SYSCALLS_TARGET = 60             # per login and command
+IMPORT_TARGET_S = 0.08           # import pssh.clients
+
+
+def _ms(value: Optional[float], decimals: int = 2) -> str:
+    return number(value, decimals)
+
+
+def cpu_per_host_tables() -> str:
+    run = load("cpu_per_host")
+    libs, hosts = run["libraries"], [str(h) for h in run["hosts"]]
+    # Ours against each peer; the C floor against hussh (the fastest peer) alone.
+    ratios = {name: values for name, values in run["wall_ratio"].items()
+              if not name.startswith("floor-c") or name == "floor-c / hussh"}
+    rows = []
+    for h in hosts:
+        cells = [f"{number(run['wall_s'][lib][h], 3)} s" if run["wall_s"][lib][h] is not None
+                 else "n/a" for lib in libs]
+        for name, values in ratios.items():
+            cell = _times(values[h])
+            ours, peer = name.split(" / ")
+            if int(h) in (100, 200) and values[h] is not None and ours != "floor-c" \
+                    and values[h] <= WALL_TARGETS[peer]:
+                cell = bold(cell)
+            cells.append(cell)
+        rows.append([h, *cells])
+    cpu_rows = []
+    for lib in libs:
+        cells = [_ms(run["cpu_ms_per_host"][lib].get(h)) for h in hosts[1:]]
+        cpu_rows.append([lib, *cells, _ms(run["import_wall_s"].get(lib), 3),
+                         number(run["peak_rss_mib"][lib][hosts[-1]])])
+    missing = "".join(f" {lib}: not measured ({why})." for lib, why in run["unavailable"].items())
+    load_average = run.get("load_average")
+    if load_average:
+        missing += (f" The machine's 1-minute load average was {load_average['start']} at the "
+                    f"start and {load_average['end']} at the end, on 2 cores: other test runs "
+                    "shared it, so compare within this run only.")
+    return (prose(f"**Results** (run of {run['run']}; `{run['command']}`; medians of "
+                  f"{run['repeat']} rounds, ratios medians of per-round ratios; host keys "
+                  f"checked by {', '.join(run['host_keys_checked'])}, not by the others)."
+                  + missing) + "\n\n"
+            + table(["H", *libs, *ratios], rows, first_left=False) + "\n\n"
+            + table(["client CPU per host (ms), start-up excluded",
+                     *(f"H={h}" for h in hosts[1:]), "import (s)",
+                     f"peak RSS MiB (H={hosts[-1]})"], cpu_rows))
+
+
+def syscalls_per_login() -> str:
+    run = load("cpu_per_host")
+    calls = run["syscalls_per_login"]
+    rows = [[lib, bold(number(v["total"], 1)) if lib == "ours" else number(v["total"], 1),
+             ", ".join(f"{name} {number(count, 1)}" for name, count in v["top"])]
+            for lib, v in calls["by_library"].items()]
+    return (prose(f"System calls per login and command (`strace -f -c`, H = {calls['hosts']} "
+                  "less H = 1, over H - 1; the same run):") + "\n\n"
+            + table(["library", "calls per login", "most frequent, per login"], rows,
+                    numbers_right=False))
+
+
+def login_floor_figures() -> str:
+    run = load("cpu_per_host")
+    floor = run["floor"]
+    speed = floor.get("openssl_speed_us") or {}
+    rows = [[name, number(micros, 1),
+             number(speed.get(name.replace("keygen + ", "")), 1)]
+            for name, micros in floor["crypto_us"].items()]
+    client, server = floor["per_login_us"]["client"], floor["per_login_us"]["server"]
+    c = run["cpu_ms_per_host"].get("floor-c", {})
+    top = str(max(run["hosts"]))
+    return (table(["operation (µs of CPU each)", "cryptography", "openssl speed"], rows)
+            + "\n\n" + prose(
+                "(`openssl speed` times the X25519 shared secret alone, without the key "
+                "generation.) "
+                "One login's public-key operations (X25519 key generation and shared secret, "
+                "the host key signature verified, the user's Ed25519 signature made) cost the "
+                "client " + " or ".join(f"{number(v)} µs with an {k}" for k, v in client.items())
+                + " (the server: " + " or ".join(f"{number(v)} µs" for v in server.values())
+                + "). libssh2 driven from C (`floor-c`, the same run) spends "
+                + " / ".join(_ms(c.get(h)) for h in map(str, run["hosts"][1:]))
+                + " ms of client CPU per host at H = "
+                + " / ".join(map(str, run["hosts"][1:]))
+                + f": {_times(_ratio(c.get(top), _first(client)), 1)} the public-key floor."))
+
+
+def _first(values: Dict[str, float]) -> float:
+    return next(iter(values.values())) / 1000
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b else None
+
+
+def cpu_per_host_targets() -> str:
+    run = load("cpu_per_host")
+    ours = [lib for lib in ("ours", "ours-native", "ours-aio") if lib in run["libraries"]]
+    cpu = run["cpu_ms_per_host"]
+
+    def met(ok: bool) -> str:
+        return "met" if ok else "not met"
+
+    def cpu_at(lib: str, h: str) -> str:
+        return f"{lib} {_ms(cpu[lib].get(h))} ms"
+
+    lines = []
+    at_200 = [cpu[lib].get("200") for lib in ours]
+    if all(v is not None for v in at_200):
+        lines.append(
+            f"- Client CPU per host ≤ {CPU_PER_HOST_TARGET_MS} ms at H = 200: "
+            f"{met(min(at_200) <= CPU_PER_HOST_TARGET_MS)} "
+            f"({', '.join(cpu_at(lib, '200') for lib in ours)}; hussh "
+            f"{_ms(cpu.get('hussh', {}).get('200'))} ms, the C floor "
+            f"{_ms(cpu.get('floor-c', {}).get('200'))} ms).")
+    for peer, limit in WALL_TARGETS.items():
+        cells = []
+        for lib in ours:
+            values = run["wall_ratio"].get(f"{lib} / {peer}", {})
+            cells.append(f"{lib} " + " / ".join(_times(values.get(h)) for h in ("100", "200")))
+        ok = all(v is not None and v <= limit for lib in ours[:1]
+                 for v in (run["wall_ratio"][f"{lib} / {peer}"].get(h) for h in ("100", "200")))
+        lines.append(f"- Wall ≤ {limit}× {peer} at H = 100 and 200: {met(ok)} for ours "
+                     f"({'; '.join(cells)}).")
+    calls = run["syscalls_per_login"]["by_library"]
+    if "ours" in calls:
+        lines.append(f"- ≤ {SYSCALLS_TARGET} system calls per login and command: "
+                     f"{met(calls['ours']['total'] <= SYSCALLS_TARGET)} (ours "
+                     f"{number(calls['ours']['total'], 1)}; the C floor "
+                     f"{number(calls.get('floor-c', {}).get('total'), 1)}).")
+    imported = run["import_wall_s"].get("ours")
+    import_cpu = run.get("import_cpu_s", {}).get("ours")
+    lines.append(f"- `import pssh.clients` ≤ {IMPORT_TARGET_S} s: "
+                 f"{met(imported is not None and imported <= IMPORT_TARGET_S)} "
+                 f"({number(imported, 3)} s wall in the fan-out workers, median"
+                 + (f"; {number(import_cpu, 3)} s of CPU" if import_cpu is not None else "")
+                 + ").")
+    lines.append("- Ramp p90 ≤ 1.1× median at N = 50: not measured by this harness (see the "
+                 "ramp above).")
+    return "\n".join(prose(line, indent="  ") for line in lines)
+
+
+# --- issue 29: the per-operation suites (pytest-benchmark) ---------------------------------
+
+def _ops_table(*names: str) -> str:
+    groups: Dict[str, Dict[str, float]] = {}
+    libs: List[str] = []
+    runs = []
+    for name in names:
+        run = load(name)
+        runs.append(run)
+        for bench in run["benchmarks"]:
+            stats = bench["stats"]
+            groups.setdefault(bench["group"], {})[bench["param"]] = (stats["median"],
+                                                                      stats["min"])
+            if bench["param"] not in libs:
+                libs.append(bench["param"])
+    rows = []
+    for group, figures in groups.items():
+        best = min(median for median, _ in figures.values())
+        cells = []
+        for lib in libs:
+            if lib not in figures:
+                cells.append("n/a")
+                continue
+            median, least = figures[lib]
+            cell = f"{number(median * 1000, 2)} ms ({number(least * 1000, 2)})"
+            cells.append(bold(cell) if median == best and len(figures) > 1 else cell)
+        rows.append([group, *cells])
+    dates = sorted({run["datetime"][:10] for run in runs})
+    rounds = sorted({b["stats"]["rounds"] for run in runs for b in run["benchmarks"]})
+    return (prose(f"Median per operation and, in brackets, the fastest round "
+                  f"({_span(rounds, 0)} rounds each; run of {', '.join(dates)}; the fastest "
+                  "median in bold):") + "\n\n"
+            + table(["operation", *libs], rows))
+
+
+def ops_sync() -> str:
+    return _ops_table("ops_sync", "ops_sync_ssh2python")
+
+
+def ops_async() -> str:
+    return _ops_table("ops_async")
+
+
 #: Block name -> the function that writes its text.
 BLOCKS: Dict[str, Callable[[], str]] = {
     "readme-performance": readme_performance,
@@ -487,6 +674,12 @@ BLOCKS: Dict[str, Callable[[], str]] = {
     "sftp-results": sftp_results,
     "fanout-rtt50": fanout_rtt50,
     "fanout-rtt50-reading": fanout_rtt50_reading,
+    "cpu-per-host": cpu_per_host_tables,
+    "syscalls-per-login": syscalls_per_login,
+    "login-floor": login_floor_figures,
+    "cpu-per-host-targets": cpu_per_host_targets,
+    "ops-sync": ops_sync,
+    "ops-async": ops_async,
 }
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator, Optional, Union
 
+from pssh.core.lines import MAX_LINE, LongLines
+
 if TYPE_CHECKING:
     from pssh.clients.reader import ChannelReader, CommandOutput, ConcurrentRWBuffer
 
@@ -52,10 +54,16 @@ class HostOutput:
     ``fully_qualified_command``: the command as sent, bytes in ``encoding``
     (with per-host arguments, sudo and shell applied); None for shells.
     ``errors``: how undecodable bytes are decoded (default ``"replace"``).
+
+    ``max_line`` (ours; set it before iterating): a line longer than that many bytes
+    comes in pieces of that size, the first time said by a warning naming the host
+    (default :data:`pssh.core.lines.MAX_LINE`, 1 MiB; ``None``: no limit, a host that
+    never sends a newline is then held whole).
     """
 
     __slots__ = ("host", "channel", "stdin", "client", "alias", "exception", "encoding",
-                 "read_timeout", "buffers", "fully_qualified_command", "errors")
+                 "read_timeout", "buffers", "fully_qualified_command", "errors", "max_line",
+                 "_long_lines")
 
     def __init__(self, host: str, channel: Any, stdin: Any, client: Any,
                  alias: Optional[str] = None, exception: Optional[BaseException] = None,
@@ -74,12 +82,19 @@ class HostOutput:
         self.buffers = buffers
         self.fully_qualified_command = fully_qualified_command
         self.errors = errors
+        self.max_line: Optional[int] = MAX_LINE
+        self._long_lines: Optional[LongLines] = None
 
     def _lines(self, data: Optional[BufferData], prefix: str) -> Iterator[str]:
         if self.client is None or data is None:
             return iter(())
+        # One for both streams and every iteration: a long line is said once per command.
+        said = self._long_lines
+        if said is None or said.max_line != self.max_line:
+            said = self._long_lines = LongLines(self.host, self.max_line)
         return self.client.read_output_buffer(
-            self.client.read_output(data.rw_buffer, timeout=self.read_timeout),
+            self.client.read_output(data.rw_buffer, timeout=self.read_timeout,
+                                    max_line=self.max_line, on_split=said),
             prefix=prefix, encoding=self.encoding, errors=self.errors)
 
     @property

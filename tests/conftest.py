@@ -48,11 +48,13 @@ LEFT_BEHIND_CHECKED = {
     "test_exit_status", "test_fanout", "test_front_ends", "test_host_errors_keys",
     "test_host_errors_transfers", "test_host_key_credentials", "test_hostile_names",
     "test_hostile_output", "test_hostile_transfers", "test_knownhost", "test_lifetimes",
-    "test_nonblocking", "test_poll_buckets", "test_poll_cli", "test_pssh_agent_forwarding",
-    "test_pssh_cancel", "test_pssh_certificates", "test_pssh_compat", "test_pssh_deadlines",
+    "test_nonblocking", "test_poll_buckets", "test_poll_cli", "test_poll_virtual",
+    "test_pssh_agent_forwarding", "test_pssh_cancel", "test_pssh_certificates",
+    "test_pssh_compat", "test_pssh_deadlines",
     "test_pssh_host_certificates", "test_pssh_jump", "test_pssh_keepalive",
     "test_pssh_keys", "test_pssh_known_hosts", "test_pssh_parallel", "test_pssh_sharded",
-    "test_pssh_transfer", "test_session", "test_sftp", "test_ssh2_compat",
+    "test_pssh_transfer", "test_remote_symlinks", "test_session", "test_sftp",
+    "test_ssh2_compat",
     "test_stop_truth", "test_threads", "test_virtual_clock",
 }
 

@@ -20,6 +20,7 @@ EXTRA_OF = {
     "asyncssh": "test", "grafana_foundation_sdk": "test", "ClusterShell": "test",
     "mkdocs": "docs", "selenium": "docs",
     "paramiko": "bench", "hussh": "bench", "influxdb_client": "bench", "matplotlib": "bench",
+    "pytest_benchmark": "bench",
 }
 
 

@@ -1,10 +1,12 @@
 """A hostile SSH server for the tests: a compromised host, written with asyncssh's server API.
 
 It serves an SFTP tree the test defines (names, modes, sizes the server chooses,
-``../`` names included), answers ``scp -f`` with the bytes the test writes (a
-``C6777`` mode, an error after padding), and can stop answering SFTP requests
-while the connection itself stays alive (keepalives answered). It runs on its own
-event loop in a thread, on a loopback address, until the ``with`` block ends.
+``../`` names included, symlinks anywhere), answers ``scp -f`` with the bytes the
+test writes (a ``C6777`` mode, an error after padding), and can stop answering SFTP
+requests while the connection itself stays alive (keepalives answered). Uploads land
+in the tree, in memory: nothing a client asks for touches this machine's files. It
+runs on its own event loop in a thread, on a loopback address, until the ``with``
+block ends.
 
 Test-only: asyncssh is a test dependency, never one of the package's.
 """
@@ -35,7 +37,22 @@ class Dir:
     mode: int = 0o755
 
 
+@dataclass
+class Link:
+    """A symlink to ``target`` (an absolute path of the tree): ``lstat`` says so, every
+    other request follows it, as a real server's file system would."""
+
+    target: str
+
+
+#: Links followed in one path at the most (Linux's limit): a loop ends in "no such file".
+MAX_LINKS = 40
+
+
 def attrs_of(node) -> asyncssh.SFTPAttrs:
+    if isinstance(node, Link):
+        return asyncssh.SFTPAttrs(permissions=stat.S_IFLNK | 0o777, size=len(node.target),
+                                  uid=0, gid=0, atime=0, mtime=0)
     if isinstance(node, Dir):
         return asyncssh.SFTPAttrs(permissions=stat.S_IFDIR | node.mode, size=4096, uid=0,
                                   gid=0, atime=0, mtime=0)
@@ -64,6 +81,9 @@ class HostileServer:
         self.stall_sftp = stall_sftp
         #: The paths clients asked about, in order (stat, open, opendir).
         self.asked: List[str] = []
+        #: The paths clients wrote (created, renamed to, chmod'ed), as the file system
+        #: would: each with the links in it followed.
+        self.written: List[str] = []
         self.commands: List[str] = []
         self.host_key = asyncssh.generate_private_key("ssh-ed25519")
         self._loop = asyncio.new_event_loop()
@@ -97,6 +117,24 @@ class HostileServer:
 
     # -- the server --------------------------------------------------------------------------
 
+    def resolve(self, path: str, follow: bool = True) -> str:
+        """``path`` with the links of the tree in it followed (the last one only if
+        ``follow``), as a file system resolves it."""
+        parts = [p for p in path.split("/") if p]
+        done: List[str] = []
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            here = "/" + "/".join(done + [part])
+            node = self.tree.get(here)
+            if isinstance(node, Link) and (parts or follow) and hops < MAX_LINKS:
+                hops += 1
+                parts = [p for p in node.target.split("/") if p] + parts
+                done = []
+                continue
+            done.append(part)
+        return "/" + "/".join(done)
+
     async def _stall(self, request: str) -> None:
         if self.stall_sftp is not True and request in (self.stall_sftp or ()):
             await asyncio.Future()   # never answered
@@ -121,12 +159,12 @@ class HostileServer:
                 return True
 
         class SFTP(asyncssh.SFTPServer):
-            async def _node(self, path: bytes):
+            async def _node(self, path: bytes, follow: bool = True):
                 text = path.decode("utf-8", "surrogateescape")
                 outer.asked.append(text)
                 if outer.stall_sftp is True:
                     await asyncio.Future()   # never answered
-                node = outer.tree.get(text)
+                node = outer.tree.get(outer.resolve(text, follow))
                 if node is None:
                     raise asyncssh.SFTPNoSuchFile(f"{text}: no such file")
                 return node
@@ -135,21 +173,57 @@ class HostileServer:
                 return attrs_of(await self._node(path))
 
             async def lstat(self, path):
-                return attrs_of(await self._node(path))
+                return attrs_of(await self._node(path, follow=False))
 
             async def scandir(self, path):
                 node = await self._node(path)
+                text = path.decode("utf-8", "surrogateescape").rstrip("/")
                 for name in [b".", b"..", *node.names]:
-                    child = outer.tree.get(path.decode("utf-8", "surrogateescape").rstrip("/")
-                                           + "/" + name.decode("utf-8", "surrogateescape"),
-                                           File())
+                    child = outer.tree.get(outer.resolve(
+                        text + "/" + name.decode("utf-8", "surrogateescape"), False), File())
                     yield asyncssh.SFTPName(name, b"", attrs_of(child if name not in
                                                                  (b".", b"..") else Dir()))
 
-            async def open(self, path, pflags, attrs):
+            def _write(self, path: bytes) -> str:
                 text = path.decode("utf-8", "surrogateescape")
-                if pflags & asyncssh.FXF_CREAT and text not in outer.tree:
-                    outer.tree[text] = File()      # an upload: accepted, kept in memory
+                outer.asked.append(text)
+                real = outer.resolve(text)
+                outer.written.append(real)
+                return real
+
+            async def mkdir(self, path, attrs):
+                real = self._write(path)
+                if real in outer.tree:
+                    raise asyncssh.SFTPFailure(f"{real}: exists")
+                outer.tree[real] = Dir(mode=(attrs.permissions or 0o755) & 0o7777)
+
+            async def setstat(self, path, attrs):
+                node = outer.tree.get(self._write(path))
+                if node is None:
+                    raise asyncssh.SFTPNoSuchFile("no such file")
+                if attrs.permissions is not None:
+                    node.mode = attrs.permissions & 0o7777
+
+            async def posix_rename(self, oldpath, newpath):
+                # As rename(2): the new name itself is replaced, a link there included.
+                old = outer.resolve(oldpath.decode("utf-8", "surrogateescape"))
+                text = newpath.decode("utf-8", "surrogateescape")
+                new = outer.resolve(text, follow=False)
+                outer.asked.append(text)
+                outer.written.append(new)
+                outer.tree[new] = outer.tree.pop(old)
+
+            rename = posix_rename
+
+            async def remove(self, path):
+                outer.tree.pop(outer.resolve(path.decode("utf-8", "surrogateescape"), False),
+                               None)
+
+            async def open(self, path, pflags, attrs):
+                if pflags & asyncssh.FXF_CREAT:   # an upload: accepted, kept in memory
+                    real = self._write(path)
+                    outer.tree.setdefault(real, File(mode=(attrs.permissions or 0o644)
+                                                     & 0o7777))
                 node = await self._node(path)
                 if isinstance(node, Dir):
                     raise asyncssh.SFTPFailure("a directory")
@@ -214,4 +288,4 @@ def scp_source(header: bytes, data: bytes, trailer: bytes = b"\0", exit_status: 
     return serve
 
 
-__all__ = ["Dir", "File", "HostileServer", "scp_source"]
+__all__ = ["Dir", "File", "HostileServer", "Link", "scp_source"]

@@ -1,5 +1,7 @@
 """The ramp harness end to end: real sshd, real InfluxDB 1.x, real VictoriaMetrics
 (InfluxDB 2.x write API), real peer libraries; results read back from the servers."""
+import json
+import os
 import re
 import shlex
 import socket
@@ -234,3 +236,86 @@ def test_startup_table_has_every_case_of_ours_with_a_median():
     for case in ("interpreter alone", "import ssh2.session", "import pssh.clients", "pssh --help"):
         row = rf"^\| {re.escape(case)} \| \d+ ms \| -?\d+ ms \|$"
         assert re.search(row, result.stdout, re.M), result.stdout
+
+
+#: The bundled libssh2's build, whose header the C floor compiles with (an installed
+#: package carries the library, not the header).
+BUNDLED_BUILD = Path(__file__).resolve().parent.parent / "build" / "libssh2"
+
+
+def run_module(module, *args, timeout=600):
+    # From / with this folder's interpreter: the installed package, as the docs run them.
+    env = dict(os.environ)
+    if BUNDLED_BUILD.is_dir():
+        env.setdefault("LIBSSH2_BUILD_DIR", str(BUNDLED_BUILD))
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True,
+                          timeout=timeout, cwd="/", env=env)
+
+
+def test_cpu_per_host_reports_every_library_side_by_side_with_syscalls_and_the_floor(tmp_path):
+    require("hussh", "asyncssh")
+    out = tmp_path / "cpu.json"
+    result = run_module("benchmarks.cpu_per_host", "--hosts", "2", "--repeat", "1",
+                        "--libs", "ours", "ours-native", "ours-aio", "hussh", "asyncssh",
+                        "floor-c", "--strace-hosts", "2", "--floor", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    run = json.loads(out.read_text())
+    assert run["hosts"] == [1, 2]     # H = 1 added: the start-up exclusion needs it
+    # ours-native: measured once ParallelSSHClient takes runner=, skipped with a message before.
+    native = "ours-native" in run["libraries"]
+    assert native or ("ours-native skipped: " in result.stderr
+                      and "ours-native: not measured" in result.stdout)
+    measured = ["ours", *(["ours-native"] if native else []), "ours-aio", "hussh", "asyncssh",
+                "floor-c"]
+    assert run["libraries"] == measured
+    assert run["host_keys_checked"] == [lib for lib in measured
+                                        if lib.startswith(("ours", "floor"))]
+    for lib in measured:
+        assert run["wall_s"][lib]["1"] > 0 and run["wall_s"][lib]["2"] > 0, lib
+        assert run["cpu_ms_per_host"][lib]["2"] is not None, lib
+        calls = run["syscalls_per_login"]["by_library"][lib]
+        assert calls["total"] > 0 and calls["top"], lib
+    assert set(run["wall_ratio"]) >= {"ours / hussh", "ours / asyncssh", "ours-aio / hussh",
+                                      "floor-c / asyncssh"}
+    assert run["import_wall_s"]["ours"] > 0
+    floor = run["floor"]
+    assert set(floor["crypto_us"]) == {"x25519 keygen + shared secret", "ed25519 verify",
+                                       "ed25519 sign", "ecdsa-p256 verify", "ecdsa-p256 sign"}
+    assert all(v > 0 for v in floor["per_login_us"]["client"].values())
+    # The report: a wall table with the ratios, the CPU table, the system calls by name.
+    assert "| H | ours |" in result.stdout and "ours / hussh" in result.stdout
+    assert "start-up excluded" in result.stdout and "- ours: " in result.stdout
+
+
+def test_login_floor_builds_against_the_libssh2_that_ssh2_loads_and_runs(tmp_path, monkeypatch):
+    from benchmarks.login_floor import build_floor, loaded_libssh2
+    if BUNDLED_BUILD.is_dir() and not os.environ.get("LIBSSH2_BUILD_DIR"):
+        monkeypatch.setenv("LIBSSH2_BUILD_DIR", str(BUNDLED_BUILD))
+    library = loaded_libssh2()
+    program = build_floor(tmp_path)
+    linked = subprocess.run(["ldd", str(program)], capture_output=True, text=True).stdout
+    assert str(library) in linked or str(library.parent) in linked
+    out = tmp_path / "floor.json"
+    result = run_module("benchmarks.login_floor", "--hosts", "1", "3", "--repeat", "1",
+                        "--no-openssl", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    floor = json.loads(out.read_text())
+    assert floor["c"]["wall_s"]["3"] > 0 and floor["c"]["cpu_ms_per_host"]["3"] > 0
+    assert floor["c"]["syscalls_per_login"]["total"] > 0
+    assert "per login, client side" in result.stdout
+
+
+def test_syscall_counts_are_read_from_strace_tables():
+    from benchmarks.syscalls import parse_counts, per_login, summary
+    table = """% time     seconds  usecs/call     calls    errors syscall
+------ ----------- ----------- --------- --------- ----------------
+ 40.00    0.000400           2       200        50 recvfrom
+ 30.00    0.000300           3       100           sendto
+------ ----------- ----------- --------- --------- ----------------
+100.00    0.001000           3       300        50 total
+"""
+    many = parse_counts(table)
+    assert many == {"recvfrom": 200, "sendto": 100}
+    per = per_login(many, {"recvfrom": 20, "sendto": 10, "execve": 1}, 10)
+    assert per == {"recvfrom": 20.0, "sendto": 10.0, "execve": 0.0}
+    assert summary(per) == (30.0, [("recvfrom", 20.0), ("sendto", 10.0)])

@@ -12,7 +12,8 @@ from pssh.core.commands import open_channel, start, stop
 from pssh.core.establish import establish
 from pssh.core.settings import ConnectOptions
 from pssh.core.streams import CommandStreams
-from pssh.core.waits import Sleep
+from pssh.core import clock
+from pssh.core.waits import Sleep, Spawn
 from ssh2.session import Session
 
 RUNNERS = ["gevent", "asyncio", "uvloop"]
@@ -114,3 +115,24 @@ def test_a_cancellable_command_is_stopped_on_the_server(runner, servers, server)
 
     assert run(runner, procedure()) is True
     assert not processes_with(word)
+
+
+@pytest.mark.parametrize("runner", RUNNERS)
+def test_a_task_cancelled_before_it_ran_is_done_at_once(runner):
+    """A background procedure cancelled before its runner started it: its task ends then
+    and there (a join does not wait for its deadline), and the procedure never runs."""
+    ran = []
+
+    def child():
+        ran.append(True)
+        yield Sleep(1)
+
+    def procedure():
+        task = yield Spawn(child())
+        task.cancel()
+        joined = yield from task.join(clock.now() + 30)
+        yield Sleep(0.01)   # the child would have run by now
+        return joined, task.exception is not None
+
+    assert run(runner, procedure()) == (True, True)
+    assert ran == []

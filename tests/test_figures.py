@@ -121,3 +121,16 @@ def test_the_stored_ratios_agree_with_the_stored_measurements():
     for name in ("0001-bulk-cipher-calls", "0005-chacha20-poly1305-on-evp"):
         cpu = patches[name]["cpu_ms_per_100mb"]
         assert cpu["after"] < cpu["before"], name
+
+
+def test_the_stored_issue_29_results_hold_together():
+    run = figures.load("cpu_per_host")
+    for lib, calls in run["syscalls_per_login"]["by_library"].items():
+        assert sum(count for _, count in calls["top"]) <= calls["total"] + 0.5, lib
+    for lib in run["libraries"]:
+        assert set(run["wall_s"][lib]) == {str(h) for h in run["hosts"]}, lib
+    assert not set(run["unavailable"]) & set(run["libraries"])
+    for name in ("ops_sync", "ops_sync_ssh2python", "ops_async"):
+        for bench in figures.load(name)["benchmarks"]:
+            stats = bench["stats"]
+            assert stats["min"] <= stats["median"] <= stats["max"], (name, bench["name"])

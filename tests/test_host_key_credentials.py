@@ -114,3 +114,16 @@ def test_no_agent_forwarding_to_a_changed_host_key(server, files, agent, monkeyp
             seen[which] = list(output.stdout)
     assert seen["right"] != ["none"]
     assert seen["changed"] == ["none"]
+
+
+def test_pssh_aio_forwards_no_agent_to_a_changed_host_key(server, files, agent):
+    async def socket_seen(path) -> str:
+        async with pssh.aio.connect(server.address, server.port,
+                                    client_keys=[server.keys.private()], known_hosts=str(path),
+                                    host_key_policy="off", agent_path=agent,
+                                    agent_forwarding=True, ssh_config=False,
+                                    connect_timeout=10) as conn:
+            return (await conn.run('echo "${SSH_AUTH_SOCK:-none}"', check=True)).stdout
+
+    assert asyncio.run(socket_seen(files["right"])) != "none\n"
+    assert asyncio.run(socket_seen(files["changed"])) == "none\n"

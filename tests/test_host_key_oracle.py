@@ -1,21 +1,28 @@
 """Host keys decided as OpenSSH decides, case by case, with ``ssh`` itself as the oracle.
 
 Every case is a known_hosts file as OpenSSH writes or reads it and a real sshd
-with chosen host keys. ``ssh`` and each of our front ends connect to the same
-server with a copy of the same file under the same policy, and must come to
-the same decision: connected or refused, and the file left as it was or with
-the same line appended. A man in the middle is a server with another key:
-of the known type, or of a type the file does not hold for the host.
+with chosen host keys (or a host certificate). ``ssh`` and each of our front ends
+(the gevent client, pssh.aio, the ``pssh`` command) connect to the same server with
+a copy of the same file under the same ``StrictHostKeyChecking``, and must come to
+the same decision: connected or refused, and the file left as it was or with the
+same line appended. A man in the middle is a server with another key: of the known
+type, or of a type the file does not hold for the host, or certified by a CA the
+file does not trust.
 
-One intended difference, stricter than OpenSSH: a key marked ``@revoked`` is
-refused under every policy (``ssh -o StrictHostKeyChecking=no`` connects to it,
-without password logins).
+``StrictHostKeyChecking ask`` is ``strict`` for us (pssh never asks); ``ssh`` runs
+with no terminal to ask on (a session of its own, stdin not a tty, no BatchMode),
+where it refuses what it would have asked about.
+
+One intended difference, stricter than OpenSSH: a key marked ``@revoked``, or a
+certificate signed by a CA marked so, is refused under every policy (``ssh -o
+StrictHostKeyChecking=no`` connects to either, without password logins).
 """
 from __future__ import annotations
 
 import asyncio
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,38 +30,56 @@ import pytest
 import pssh.aio
 from pssh import exceptions as exc
 from pssh.clients import SSHClient
+from pssh.core.ssh_config import host_key_policy_of
 from extras import imported
 from loopback import addresses
 from pssh.sshd import ClientKeys, OpenSSHServer, _keygen
+from test_cli import ENV
 
-#: Our policies and the StrictHostKeyChecking value that means the same to ssh.
-POLICIES = {"strict": "yes", "accept-new": "accept-new", "off": "no"}
+#: The StrictHostKeyChecking values, by the name of our policy each means (``ask``: the
+#: one OpenSSH value that has no policy of its own name).
+POLICIES = {"strict": "yes", "ask": "ask", "accept-new": "accept-new", "off": "no"}
 
 
 @pytest.fixture(scope="module")
 def keys(tmp_path_factory):
-    """Client keys, spare host keys (the impostor's) and a CA key."""
+    """Client keys, spare host keys (the impostor's) and two CA keys."""
     folder = tmp_path_factory.mktemp("oracle-keys")
     spare = {t: _keygen(folder / f"spare_{t}", t) for t in ("ed25519", "ecdsa", "rsa")}
     ca = _keygen(folder / "ca", "ed25519")
+    _keygen(folder / "other_ca", "ed25519")
     return ClientKeys.generate(folder / "client"), spare, ca
+
+
+def certified(key: Path, ca: Path, principal: str) -> None:
+    """A host certificate for ``key`` (``key-cert.pub``), signed by ``ca``."""
+    subprocess.run(["ssh-keygen", "-q", "-s", str(ca), "-h", "-I", f"{principal}-host",
+                    "-n", principal, "-V", "-5m:+1h", f"{key}.pub"], check=True,
+                   capture_output=True)
 
 
 @pytest.fixture(scope="module")
 def servers(keys, tmp_path_factory):
     """``full``: a host with ed25519, ecdsa and rsa host keys; ``ecdsa``: one with an
-    ECDSA key only (a man in the middle whose key is of another type)."""
-    client_keys, _, _ = keys
+    ECDSA key only (a man in the middle whose key is of another type); ``certified``: a
+    host presenting a certificate signed by the CA; ``other-ca``: one presenting a
+    certificate signed by another CA."""
+    client_keys, _, ca = keys
     folder = tmp_path_factory.mktemp("oracle-hosts")
+    hosts = (("full", ("ed25519", "ecdsa", "rsa"), None), ("ecdsa", ("ecdsa",), None),
+             ("certified", ("ed25519",), ca), ("other-ca", ("ed25519",), ca.parent / "other_ca"))
     made = {}
     try:
-        for address, (name, types) in zip(addresses(2), (("full", ("ed25519", "ecdsa", "rsa")),
-                                                         ("ecdsa", ("ecdsa",)))):
+        for address, (name, types, signer) in zip(addresses(len(hosts)), hosts):
             hostkeys = folder / name
             hostkeys.mkdir()
             host_keys = {t: _keygen(hostkeys / f"ssh_host_{t}_key", t) for t in types}
-            made[name] = OpenSSHServer(address, keys=client_keys,
-                                       host_keys=host_keys).start()
+            config = []
+            if signer is not None:
+                certified(host_keys["ed25519"], signer, address)
+                config = [f"HostCertificate {host_keys['ed25519']}-cert.pub"]
+            made[name] = OpenSSHServer(address, keys=client_keys, host_keys=host_keys,
+                                       config=config).start()
         yield made
     finally:
         for server in made.values():
@@ -113,29 +138,52 @@ CASES = {
         "garbage\n" + host_line(s, "ed25519"))),
     "revoked key": ("ecdsa", lambda s, spare, ca, tmp: (
         host_line(s, "ecdsa") + line("@revoked *", str(s.host_keys["ecdsa"]) + ".pub"))),
+    "cert-authority, a certificate it signed": ("certified", lambda s, spare, ca, tmp: line(
+        "@cert-authority *", str(ca) + ".pub")),
+    "cert-authority, a certificate another CA signed": ("other-ca", lambda s, spare, ca, tmp:
+        line("@cert-authority *", str(ca) + ".pub")),
+    "cert-authority revoked, a certificate it signed": ("certified", lambda s, spare, ca, tmp:
+        line("@cert-authority *", str(ca) + ".pub") + line("@revoked *", str(ca) + ".pub")),
 }
 
 #: Where we decide otherwise than ssh, on purpose: (case, policy) -> our decision.
-STRICTER = {("revoked key", "off"): False}
+STRICTER = {("revoked key", "off"): False,
+            ("cert-authority revoked, a certificate it signed", "off"): False}
 
 
 def ssh_decides(server, keys, path: Path, policy: str) -> bool:
     """Whether OpenSSH's ssh connects (and runs a command) with this file and policy."""
     client_keys = keys[0]
+    value = POLICIES[policy]
+    # ask: no terminal to ask on, and no BatchMode (which would refuse by itself);
+    # nothing but the key may log in.
+    prompts = (["-o", "PasswordAuthentication=no", "-o", "KbdInteractiveAuthentication=no"]
+               if value == "ask" else ["-o", "BatchMode=yes"])
     result = subprocess.run(
         ["ssh", "-F", "none", "-o", f"UserKnownHostsFile={path}",
-         "-o", "GlobalKnownHostsFile=/dev/null", "-o", f"StrictHostKeyChecking={POLICIES[policy]}",
-         "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10",
+         "-o", "GlobalKnownHostsFile=/dev/null", "-o", f"StrictHostKeyChecking={value}",
+         *prompts, "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10",
          "-i", client_keys.private(), "-p", str(server.port), server.address, "true"],
-        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL,
+        start_new_session=True)
     return result.returncode == 0
 
 
+def ssh_config_saying(policy: str, folder: Path) -> Path:
+    """An ssh config that says ``StrictHostKeyChecking`` for ``policy``."""
+    path = folder / f"ssh_config_{policy}"
+    path.write_text(f"Host *\n    StrictHostKeyChecking {POLICIES[policy]}\n")
+    return path
+
+
 def gevent_decides(server, keys, path: Path, policy: str) -> bool:
+    # ask has no name of ours: it comes from the ssh config, as a user would say it.
+    chosen = dict(ssh_config=str(ssh_config_saying(policy, path.parent))) \
+        if policy == "ask" else dict(ssh_config=False, host_key_policy=policy)
     try:
         client = SSHClient(server.address, port=server.port, pkey=keys[0].private(),
-                           known_hosts=str(path), host_key_policy=policy, allow_agent=False,
-                           identity_auth=False, ssh_config=False, timeout=10, num_retries=1)
+                           known_hosts=str(path), allow_agent=False, identity_auth=False,
+                           timeout=10, num_retries=1, **chosen)
     except exc.HostKeyError:
         return False
     with client:
@@ -144,11 +192,14 @@ def gevent_decides(server, keys, path: Path, policy: str) -> bool:
 
 
 def aio_decides(server, keys, path: Path, policy: str) -> bool:
+    # pssh.aio, as asyncssh, does not read StrictHostKeyChecking: ask is given as the
+    # policy the ssh config would have made of it.
     async def attempt() -> bool:
         try:
             conn = await pssh.aio.connect(server.address, server.port,
                                           client_keys=[keys[0].private()],
-                                          known_hosts=str(path), host_key_policy=policy,
+                                          known_hosts=str(path),
+                                          host_key_policy=host_key_policy_of(POLICIES[policy]),
                                           agent_path=None, ssh_config=False,
                                           connect_timeout=10)
         except pssh.aio.HostKeyNotVerifiable:
@@ -159,7 +210,20 @@ def aio_decides(server, keys, path: Path, policy: str) -> bool:
     return asyncio.run(attempt())
 
 
-FRONT_ENDS = {"gevent": gevent_decides, "asyncio": aio_decides}
+def cli_decides(server, keys, path: Path, policy: str) -> bool:
+    """``pssh run`` given the file and the policy as ``ssh -o`` is (``-O``)."""
+    result = subprocess.run(
+        [sys.executable, "-m", "pssh", "run", "-H", server.address, "--port", str(server.port),
+         "-k", keys[0].private(), "--no-agent", "-F", "none", "--progress", "never",
+         "-O", f"StrictHostKeyChecking={POLICIES[policy]}", "-O", f"UserKnownHostsFile={path}",
+         "-t", "30", "--", "true"],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL, env=ENV,
+        start_new_session=True)
+    assert result.returncode in (0, 1), result.stderr  # connected, or the host failed
+    return result.returncode == 0
+
+
+FRONT_ENDS = {"gevent": gevent_decides, "asyncio": aio_decides, "cli": cli_decides}
 
 
 @pytest.mark.parametrize("policy", POLICIES)
@@ -186,11 +250,16 @@ def test_the_same_decision_as_openssh(front_end, case, policy, servers, keys, tm
 
 
 def test_the_table_covers_what_the_issue_names():
-    """Same type changed, type switch, hashed, @revoked, @cert-authority, malformed lines,
-    unknown host: each is a case above."""
+    """Same type changed, type switch, hashed, @revoked, @cert-authority (with and without
+    a certificate, from the CA, another one, a revoked one), malformed lines, unknown
+    host: each is a case above; every StrictHostKeyChecking value, every front end."""
     for word in ("same type", "other type", "hashed", "revoked", "cert-authority",
+                 "a certificate it signed", "another CA", "cert-authority revoked",
                  "malformed", "unknown host"):
         assert any(word in case for case in CASES), word
+    assert sorted(POLICIES.values()) == ["accept-new", "ask", "no", "yes"]
+    assert all(host_key_policy_of(value) for value in POLICIES.values())
+    assert sorted(FRONT_ENDS) == ["asyncio", "cli", "gevent"]
 
 
 def test_ssh_is_there():

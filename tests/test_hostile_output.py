@@ -168,3 +168,239 @@ def test_a_line_without_end_is_shown_in_pieces_not_held_whole(group, tmp_path):
     assert code == "0", done.stderr
     assert int(peak_mib) < 300, f"the CLI peaked at {peak_mib} MiB for a 100 MB line"
     assert "a line longer than 1 MiB: shown in pieces" in done.stderr
+
+
+# -- pssh.aio: the same floods on the asyncio loop ------------------------------------------------
+
+@pytest.fixture
+def aio_login(group, tmp_path):
+    """pssh.aio's connect() arguments for the group's first host."""
+    from conftest import trusting
+    return dict(port=group.port, client_keys=[group.keys.private()], agent_path=None,
+                ssh_config=False, known_hosts=trusting(tmp_path / "known_hosts", group))
+
+
+def test_pssh_aio_lines_of_a_flood_leave_timers_and_wait_for_running(group, aio_login,
+                                                                      run_loop):
+    """``yes ''`` sends empty lines faster than they can be read: readline hands them on
+    from what is buffered, and must still give the loop its turns."""
+    import asyncio
+    from pssh import aio
+
+    async def main():
+        async with aio.connect(group.hosts[0], **aio_login) as conn:
+            proc = await conn.create_process("yes ''", encoding=None)
+            read = 0
+            seen = []  # lines read so far, at each tick of the timer
+
+            async def tick() -> None:
+                while True:
+                    await asyncio.sleep(0.05)
+                    seen.append(read)
+
+            async def read_all() -> None:
+                nonlocal read
+                async for _ in proc.stdout:
+                    read += 1
+
+            ticker = asyncio.ensure_future(tick())
+            try:
+                await asyncio.wait_for(read_all(), 2)
+            except asyncio.TimeoutError:
+                cut = True
+            else:
+                cut = False
+            ticker.cancel()
+            proc.kill()
+            return cut, read, seen
+    cut, read, seen = run_loop(main())
+    # wait_for cancelled the read (``yes`` never ends), which had read lines...
+    assert cut and read > 0
+    # ...and the timer ticked while the lines were being read, not only around it: it saw
+    # the count grow from tick to tick.
+    assert len(set(seen)) >= 3, f"the timer saw the reader at {sorted(set(seen))}"
+
+
+# -- bounded memory that loses nothing: long lines, slow readers ------------------------------
+
+FLOOD_READER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "flood_reader.py")
+
+
+def read_flood(group, tmp_path, front_end: str, how: str, command: str):
+    """(what tests/flood_reader.py reports, its stderr) for ``command`` on the first host."""
+    import json
+    from conftest import trusting
+    known_hosts = trusting(tmp_path / f"known_hosts_{front_end}", group)
+    done = subprocess.run(
+        [sys.executable, FLOOD_READER, front_end, how, group.hosts[0], str(group.port),
+         group.keys.private(), known_hosts, command],
+        capture_output=True, text=True, env=ENV, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1]), done.stderr
+
+
+def produced(command: str):
+    """(sha256, bytes) of what ``command`` writes to stdout, run here."""
+    import hashlib
+    digest, size = hashlib.sha256(), 0
+    with subprocess.Popen(["sh", "-c", command], stdout=subprocess.PIPE) as proc:
+        while data := proc.stdout.read(1 << 20):
+            digest.update(data)
+            size += len(data)
+    assert proc.returncode == 0
+    return digest.hexdigest(), size
+
+
+#: About 100 MB of digits, no newline anywhere (every byte's place checked by the hash).
+ENDLESS_LINE = "seq 1 14000000 | tr -d '\\n'"
+
+
+@pytest.mark.parametrize("front_end", ["gevent", "aio"])
+def test_a_line_without_end_comes_in_pieces_in_bounded_memory(group, tmp_path, front_end):
+    from pssh.core.lines import MAX_LINE
+    report, log = read_flood(group, tmp_path, front_end, "lines", ENDLESS_LINE)
+    digest, size = produced(ENDLESS_LINE)
+    stdout = report["stdout"]
+    # Every byte, in order, in pieces no longer than the cap.
+    assert (stdout["sha256"], stdout["bytes"]) == (digest, size)
+    assert stdout["longest"] <= MAX_LINE and stdout["pieces"] >= size // MAX_LINE
+    # Held whole it peaked at over 300 MiB (the line, its join, its decoding).
+    assert report["peak_mib"] < 150, f"{report['peak_mib']} MiB at the peak"
+    said = [line for line in log.splitlines() if "a line longer than 1 MiB" in line]
+    assert len(said) == 1 and group.hosts[0] in said[0], log[-2000:]
+
+
+#: About 60 MB on each stream, at once; each line numbered (the hash checks the order).
+TWO_FLOODS = "seq -f '%0999g' 1 60000 & seq -f '%0999g' 1 60000 >&2; wait"
+ONE_FLOOD = "seq -f '%0999g' 1 60000"
+
+
+@pytest.mark.parametrize("front_end", ["gevent", "aio"])
+def test_a_slow_reader_slows_the_command_and_loses_nothing(group, tmp_path, front_end):
+    """stdout read slowly, stderr as it comes: reading stderr moves stdout's output out
+    of the shared window; at the bound it is held back (the window closes, the command
+    waits), never dropped."""
+    report, log = read_flood(group, tmp_path, front_end, "slow", TWO_FLOODS)
+    digest, size = produced(ONE_FLOOD)
+    for stream in ("stdout", "stderr"):
+        got = report[stream]
+        assert (got["sha256"], got["bytes"]) == (digest, size), (stream, got)
+    assert report["dropped"] == [0, 0] and "dropping" not in log
+    # Both streams held at most the bound (32 MiB) and a window; it peaked at 75-95 MiB.
+    assert report["peak_mib"] < 200, f"{report['peak_mib']} MiB at the peak"
+
+
+# -- the command line's views that keep output, and its files --------------------------------
+
+PEAK_WRAPPER = """
+import resource, subprocess, sys
+with open(sys.argv[1], "wb") as out:
+    done = subprocess.run(sys.argv[2:], stdout=out, stderr=subprocess.PIPE, text=True)
+print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+sys.stderr.write(done.stderr)
+"""
+
+
+def pssh_measured(tmp_path, *args):
+    """(exit status, peak MiB, stdout bytes, stderr) of ``pssh ARGS``, its peak memory its
+    own (measured by a parent of its own, which only waits)."""
+    out = tmp_path / "pssh.out"
+    done = subprocess.run([sys.executable, "-c", PEAK_WRAPPER, str(out), sys.executable, "-m",
+                           "pssh", *args], capture_output=True, text=True, env=ENV, timeout=600)
+    code, peak = map(int, done.stdout.split())
+    return code, peak, out.read_bytes(), done.stderr
+
+
+#: About 100 MB of output in numbered lines of 1000 bytes.
+HUNDRED_MB = "seq -f '%0999g' 1 100000"
+
+
+def test_json_keeps_a_bounded_part_and_says_how_much_it_left_out(group, tmp_path):
+    import json
+    from pssh.cli.display import KEPT_OUTPUT
+    code, peak, out, err = pssh_measured(tmp_path, "run", "--json", "-H", group.hosts[0],
+                                         *conn(group, tmp_path), "--", HUNDRED_MB)
+    assert code == 0, err
+    record = json.loads(out)
+    kept = len(record["stdout"]) + 1  # the lines, each with its newline
+    assert record["stdout"].startswith("0" * 998 + "1\n") and \
+        KEPT_OUTPUT <= kept <= KEPT_OUTPUT + 1000
+    assert kept + record["stdout_omitted"] == 100_000_000 and record["stderr_omitted"] == 0
+    # Kept whole it peaked at about 400 MiB.
+    assert peak < 150, f"pssh --json peaked at {peak} MiB for 100 MB of output"
+
+
+@pytest.mark.parametrize("view", ["-i", "-b", "--diff"])
+def test_the_views_say_where_output_was_left_out(group, tmp_path, view):
+    command = "seq -f '%0999g' 1 3000; seq -f '%0999g' 1 2000 >&2"
+    result = pssh("run", view, "-H", " ".join(group.hosts), *conn(group, tmp_path), "--",
+                  command, timeout=120)
+    assert result.returncode == 0, result.stderr
+    kept = (1 << 20) // 1000 + 1  # lines up to the bound, and the one that reached it
+    for stream, size in (("stdout", 3000), ("stderr", 2000)):
+        note = f"[pssh: {(size - kept) * 1000} more bytes of {stream} left out: over 1 MiB; " \
+               f"--output-dir keeps it all]"
+        assert note in result.stdout, result.stdout[-3000:]
+    assert f"{kept:0999d}" in result.stdout and f"{kept + 1:0999d}" not in result.stdout
+
+
+def test_the_streamed_view_shows_every_line_of_a_flood(group, tmp_path):
+    """The display is slower than the host: stdout waits (the command with it), and its
+    lines all come, in order, although the stderr pump moves stdout's output meanwhile
+    (it was dropped beyond 32 MiB: 37% of 100 MB shown)."""
+    import hashlib
+    shown = tmp_path / "shown"
+    with open(shown, "wb") as sink:
+        done = subprocess.run([sys.executable, "-m", "pssh", "run", "-H", group.hosts[0],
+                               *conn(group, tmp_path), "--", HUNDRED_MB],
+                              stdout=sink, stderr=subprocess.PIPE, text=True, env=ENV,
+                              timeout=600)
+    assert done.returncode == 0 and "dropping" not in done.stderr, done.stderr
+    prefix = f"[{group.hosts[0]}] ".encode()
+    digest, lines = hashlib.sha256(), 0
+    with open(shown, "rb") as text:
+        for line in text:
+            assert line.startswith(prefix), line[:100]
+            digest.update(line[len(prefix):])
+            lines += 1
+    assert (digest.hexdigest(), lines) == (produced(HUNDRED_MB)[0], 100_000)
+
+
+#: Bytes no line view keeps as they are: \r\n, bytes that are not UTF-8, a line of 3 MB,
+#: and no newline at the end.
+AS_IT_CAME = ("printf 'a\\r\\nb\\377\\376\\n'; seq 1 450000 | tr -d '\\n'; printf '\\nlast'; "
+              "printf 'err\\377' >&2")
+
+
+def test_output_dir_files_keep_the_bytes_as_they_came(group, tmp_path):
+    out = tmp_path / "runs"
+    code, peak, _, err = pssh_measured(tmp_path, "run", "--output-dir", str(out), "-H",
+                                       group.hosts[0], *conn(group, tmp_path), "--",
+                                       f"{AS_IT_CAME}; {HUNDRED_MB}")
+    assert code == 0, err
+    host = group.hosts[0]
+    expected, size = produced(f"{AS_IT_CAME} 2>/dev/null; {HUNDRED_MB}")
+    import hashlib
+    written = (out / f"{host}.stdout").read_bytes()
+    assert (hashlib.sha256(written).hexdigest(), len(written)) == (expected, size)
+    assert (out / f"{host}.stderr").read_bytes() == b"err\xff"
+    assert peak < 150, f"pssh --output-dir peaked at {peak} MiB for 100 MB of output"
+
+
+def test_pssh_aio_stderr_to_stdout_loses_nothing_of_a_flood(group, aio_login, run_loop,
+                                                            tmp_path):
+    """``stderr=STDOUT`` takes each chunk of either stream as it comes: reading stdout to
+    its end first left 40 MB of stderr unread meanwhile, and beyond the bound dropped."""
+    import asyncio.subprocess
+    from pssh import aio
+    target = tmp_path / "merged"
+
+    async def main():
+        async with aio.connect(group.hosts[0], **aio_login) as conn:
+            return await conn.run("head -c 40000000 /dev/zero >&2; echo done",
+                                  stdout=str(target), stderr=asyncio.subprocess.STDOUT)
+    assert run_loop(main()).exit_status == 0
+    merged = target.read_bytes()
+    # (Where "done" lands among the last window of zeros is the order of the reads.)
+    assert len(merged) == 40_000_005 and merged.count(b"\0") == 40_000_000
+    assert b"done\n" in merged

@@ -3,9 +3,9 @@ modes as given, and never keep a file the protocol did not say was complete.
 
 The server is :class:`hostile.HostileServer`: its directory listings name
 ``../../x``, absolute paths and ``sub/../../y``; its files claim modes 06777 and
-07777; its ``scp -f`` sends ``C6777``, or pads a file and then reports an error.
-Every front end is tried: the gevent client (SFTP and SCP), pssh.aio, and
-``pssh fetch -r``.
+07777; its ``scp -f`` sends ``C6777``, or pads a file and then reports an error; it
+says entries are symlinks (to an ancestor, to ``/etc``). Every front end is tried:
+the gevent client (SFTP and SCP), pssh.aio, and ``pssh fetch -r`` / ``pssh copy -r``.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pssh import exceptions as exc
 from pssh.clients import SSHClient
 from pssh.sshd import ClientKeys
 
-from hostile import Dir, File, HostileServer, scp_source
+from hostile import Dir, File, HostileServer, Link, scp_source
 from loopback import address
 
 ADDRESS = address()
@@ -54,7 +54,7 @@ def serve_tree_by_scp(server: HostileServer):
     """``scp -f PATH`` answered from the server's tree (as the real scp would)."""
     async def serve(proc):
         path = shlex.split(proc.command)[-1]
-        node = server.tree.get(path)
+        node = server.tree.get(server.resolve(path))
         data = node.data if isinstance(node, File) else b""
         mode = node.mode if isinstance(node, File) else 0o644
         await scp_source(f"C{mode:04o} {len(data)} x".encode(), data)(proc)
@@ -69,25 +69,45 @@ def gevent_client(server: HostileServer, key: str, tmp_path) -> SSHClient:
                      host_key_policy="strict", num_retries=1, timeout=10)
 
 
-async def aio_get(server: HostileServer, key: str, tmp_path, remote: str, local: str,
-                  **kwargs) -> None:
+def aio_run(server: HostileServer, key: str, tmp_path, use) -> None:
+    """``use(conn)`` (a coroutine function) on a pssh.aio connection to ``server``."""
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text(server.known_hosts_line())
-    async with pssh.aio.connect(server.address, server.port, client_keys=[key],
-                                known_hosts=str(known_hosts), agent_path=None,
-                                ssh_config=False, connect_timeout=10) as conn:
+
+    async def main():
+        async with pssh.aio.connect(server.address, server.port, client_keys=[key],
+                                    known_hosts=str(known_hosts), agent_path=None,
+                                    ssh_config=False, connect_timeout=10) as conn:
+            await use(conn)
+    asyncio.run(main())
+
+
+def aio_sftp(server: HostileServer, key: str, tmp_path, use) -> None:
+    """``use(sftp)`` on a pssh.aio SFTP client of ``server``."""
+    async def on(conn):
         async with conn.start_sftp_client() as sftp:
-            await sftp.get(remote, local, **kwargs)
+            await use(sftp)
+    aio_run(server, key, tmp_path, on)
 
 
-def cli_fetch(server: HostileServer, key: str, tmp_path, remote: str, local: str, *more):
+def aio_get(server: HostileServer, key: str, tmp_path, remote: str, local: str,
+            **kwargs) -> None:
+    aio_sftp(server, key, tmp_path, lambda sftp: sftp.get(remote, local, **kwargs))
+
+
+def cli(server: HostileServer, key: str, tmp_path, subcommand: str, *args):
+    """``pssh SUBCOMMAND`` against ``server`` (its key in a known_hosts of the test's)."""
     known_hosts = tmp_path / "known_hosts"
     known_hosts.write_text(server.known_hosts_line())
     return subprocess.run(
-        [sys.executable, "-m", "pssh", "fetch", "-H", server.address, "--port",
+        [sys.executable, "-m", "pssh", subcommand, "-H", server.address, "--port",
          str(server.port), "-k", key, "--no-agent", "--known-hosts", str(known_hosts),
-         "--host-key-policy", "strict", "-F", "none", *more, remote, local],
+         "--host-key-policy", "strict", "-F", "none", *args],
         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def cli_fetch(server: HostileServer, key: str, tmp_path, remote: str, local: str, *more):
+    return cli(server, key, tmp_path, "fetch", *more, remote, local)
 
 
 def fetch_tree(front_end, server, key, tmp_path, local):
@@ -104,7 +124,7 @@ def fetch_tree(front_end, server, key, tmp_path, local):
         return None
     if front_end == "aio":
         try:
-            asyncio.run(aio_get(server, key, tmp_path, "/srv", local, recurse=True))
+            aio_get(server, key, tmp_path, "/srv", local, recurse=True)
         except exc.PSSHError as err:
             return err
         return None
@@ -136,33 +156,125 @@ def test_names_that_lead_out_of_the_target_are_refused(front_end, key, tmp_path)
     assert ADDRESS in text and "../../dotdot" in text and "not copied" in text
 
 
-@pytest.mark.parametrize("front_end", ["sftp", "aio"])
+@pytest.mark.parametrize("front_end", ["sftp", "scp", "aio", "cli"])
 def test_a_local_symlink_out_of_the_target_is_not_written_through(front_end, key, tmp_path):
     outside = tmp_path / "outside"
     outside.mkdir()
     target = tmp_path / "target"
-    # asyncssh's get() copies into an existing directory (target/srv), ours into the target.
-    root = target / "srv" if front_end == "aio" else target
+    # asyncssh's get() copies into an existing directory (target/srv), ours into the target;
+    # pssh fetch into target/<host>/srv.
+    root = {"aio": target / "srv", "cli": target / ADDRESS / "srv"}.get(front_end, target)
     root.mkdir(parents=True)
     (root / "sub").symlink_to(outside)    # left there by someone, or an earlier run
-    tree = {"/srv": Dir([b"sub"]), "/srv/sub": Dir([b"inner.txt"]),
-            "/srv/sub/inner.txt": File(b"inner\n")}
+    (root / "f.txt").symlink_to(outside / "f.txt")
+    tree = {"/srv": Dir([b"sub", b"f.txt"]), "/srv/sub": Dir([b"inner.txt"]),
+            "/srv/sub/inner.txt": File(b"inner\n"), "/srv/f.txt": File(b"f\n")}
     with HostileServer(ADDRESS, tree) as server:
+        server.scp = serve_tree_by_scp(server)
         error = fetch_tree(front_end, server, key, tmp_path, str(target))
     assert list(outside.iterdir()) == []
-    assert error is not None and "leads out" in str(error)
+    # A file is renamed into place: it replaces a link there, never writes through it.
+    assert (root / "f.txt").read_text() == "f\n" and not (root / "f.txt").is_symlink()
+    assert error is not None
+    text = str(error) if not isinstance(error, subprocess.CompletedProcess) \
+        else error.stdout + error.stderr
+    assert "leads out" in text and ADDRESS in text
 
 
-def test_a_deep_remote_tree_ends_in_a_clear_error_not_a_recursion_error(key, tmp_path):
+@pytest.mark.parametrize("front_end", ["sftp", "scp", "aio", "cli"])
+def test_a_deep_remote_tree_ends_in_a_clear_error_not_a_recursion_error(front_end, key,
+                                                                         tmp_path):
+    """1,200 levels: more than Python's recursion limit, so a walk that recursed would end
+    in a RecursionError, and one without a bound would copy them all (200 levels, as this
+    test had, were copied without error by a recursive walk)."""
     tree, path = {}, "/srv"
-    for _ in range(200):
+    for _ in range(1200):
         tree[path] = Dir([b"d"])
         path += "/d"
     tree[path] = Dir([])
     with HostileServer(ADDRESS, tree) as server:
-        error = fetch_tree("sftp", server, key, tmp_path, str(tmp_path / "target"))
-    assert isinstance(error, exc.SFTPIOError)
-    assert "deeper than 64 levels" in str(error) and ADDRESS in str(error)
+        error = fetch_tree(front_end, server, key, tmp_path, str(tmp_path / "target"))
+    assert error is not None
+    text = str(error) if not isinstance(error, subprocess.CompletedProcess) \
+        else error.stdout + error.stderr
+    assert "deeper than 64 levels" in text and ADDRESS in text
+    assert "RecursionError" not in text
+    if front_end == "sftp":
+        assert isinstance(error, exc.SFTPIOError)
+    deepest = max(len(p.relative_to(tmp_path).parts) for p in tmp_path.rglob("d"))
+    assert deepest <= 64 + 4      # target[/host/srv]/d/...: 64 levels at the most
+
+
+# -- symlinks the server says it has ------------------------------------------------------------
+
+def error_text(error) -> str:
+    return str(error) if not isinstance(error, subprocess.CompletedProcess) \
+        else error.stdout + error.stderr
+
+
+@pytest.mark.parametrize("front_end", ["sftp", "scp", "aio", "cli"])
+def test_a_remote_symlink_to_a_directory_is_not_entered(front_end, key, tmp_path):
+    """The server says /srv/loop is a symlink to /srv: followed, the walk went round it to
+    the depth limit (and with two such links never ended). A symlink to a file is copied
+    as the file."""
+    tree = {"/srv": Dir([b"loop", b"f.txt", b"to_file"]), "/srv/loop": Link("/srv"),
+            "/srv/f.txt": File(b"f\n"), "/srv/to_file": Link("/srv/f.txt")}
+    with HostileServer(ADDRESS, tree) as server:
+        server.scp = serve_tree_by_scp(server)
+        error = fetch_tree(front_end, server, key, tmp_path, str(tmp_path / "target"))
+    assert error is None, error_text(error)
+    base = tmp_path / "target" / (f"{ADDRESS}/srv" if front_end == "cli" else "")
+    assert sorted(str(p.relative_to(base)) for p in base.rglob("*")) == ["f.txt", "to_file"]
+    assert (base / "to_file").read_text() == "f\n"
+    assert not [path for path in server.asked if path.startswith("/srv/loop/")]
+
+
+def put_tree(front_end, server: HostileServer, key: str, tmp_path, local: str, remote: str):
+    """Upload ``local`` recursively to ``remote``; the error it raised (None if none)."""
+    if front_end == "sftp":
+        with gevent_client(server, key, tmp_path) as client:
+            try:
+                client.copy_file(local, remote, recurse=True)
+            except exc.PSSHError as err:
+                return err
+        return None
+    if front_end == "aio":
+        try:
+            aio_sftp(server, key, tmp_path, lambda sftp: sftp.put(local, remote, recurse=True))
+        except exc.PSSHError as err:
+            return err
+        return None
+    # As scp: into the existing parent, under the local name.
+    done = cli(server, key, tmp_path, "copy", "-r", local, os.path.dirname(remote))
+    return None if done.returncode == 0 else done
+
+
+# SCP uploads need the server's own scp -t: tests/test_remote_symlinks.py runs them on sshd.
+@pytest.mark.parametrize("front_end", ["sftp", "aio", "cli"])
+def test_an_upload_asks_for_nothing_through_a_remote_symlink(front_end, key, tmp_path):
+    """The server says /srv/up/sub is a symlink to /etc and /srv/up/f.txt one to
+    /etc/passwd: no request of the upload may create, rename onto or chmod anything
+    there (a server's file system would follow them)."""
+    local = tmp_path / "up"
+    (local / "sub").mkdir(parents=True)
+    (local / "sub" / "planted").write_text("planted\n")
+    (local / "f.txt").write_text("new\n")
+    (local / "ok.txt").write_text("ok\n")
+    tree = {"/srv": Dir([b"up"]), "/srv/up": Dir([b"sub", b"f.txt"]),
+            "/srv/up/sub": Link("/etc"), "/etc": Dir([b"passwd"]),
+            "/srv/up/f.txt": Link("/etc/passwd"), "/etc/passwd": File(b"root:x:0:0\n")}
+    with HostileServer(ADDRESS, tree) as server:
+        error = put_tree(front_end, server, key, tmp_path, str(local), "/srv/up")
+        written = list(server.written)
+        passwd = server.tree["/etc/passwd"]
+        ok = server.tree.get("/srv/up/ok.txt")
+    assert [path for path in written if path == "/etc" or path.startswith("/etc/")] == []
+    assert passwd.data == b"root:x:0:0\n" and passwd.mode == 0o644
+    assert isinstance(ok, File) and ok.data == b"ok\n"
+    assert error is not None
+    text = error_text(error)
+    assert ADDRESS in text and "/srv/up/sub" in text and "/srv/up/f.txt" in text
+    assert "symlink" in text
 
 
 # -- modes -----------------------------------------------------------------------------------
@@ -196,8 +308,7 @@ def test_special_bits_and_world_write_are_not_taken_from_the_server(front_end, k
 def test_preserve_keeps_the_mode_whole_when_asked(key, tmp_path, umask_022):
     tree = {"/srv": Dir([b"tool"]), "/srv/tool": File(b"x", mode=0o4755)}
     with HostileServer(ADDRESS, tree) as server:
-        asyncio.run(aio_get(server, key, tmp_path, "/srv/tool", str(tmp_path / "tool"),
-                            preserve=True))
+        aio_get(server, key, tmp_path, "/srv/tool", str(tmp_path / "tool"), preserve=True)
     assert stat.S_IMODE((tmp_path / "tool").stat().st_mode) == 0o4755
 
 
@@ -212,19 +323,26 @@ def test_scp_takes_no_special_bits_from_a_c6777_header(key, tmp_path, umask_022)
 
 # -- SCP's final status ------------------------------------------------------------------------
 
+@pytest.mark.parametrize("front_end", ["gevent", "aio"])   # the CLI copies over SFTP only
 @pytest.mark.parametrize("trailer, status", [
     (b"\x01scp: /data: Input/output error\n", 1),
     (b"\x02scp: fatal\n", 1),
     (b"\0", 1),          # said complete, then exited with an error
 ])
-def test_an_scp_download_the_server_did_not_complete_is_not_kept(trailer, status, key,
-                                                                  tmp_path):
+def test_an_scp_download_the_server_did_not_complete_is_not_kept(trailer, status, front_end,
+                                                                  key, tmp_path):
     padded = b"\0" * 4096
     with HostileServer(ADDRESS, scp=scp_source(b"C0644 4096 data", padded, trailer,
                                                exit_status=status)) as server:
-        with gevent_client(server, key, tmp_path) as client:
-            with pytest.raises(exc.SCPError) as info:
-                client.scp_recv("/data", str(tmp_path / "data"))
+        with pytest.raises(exc.SCPError) as info:
+            if front_end == "gevent":
+                with gevent_client(server, key, tmp_path) as client:
+                    client.scp_recv("/data", str(tmp_path / "data"))
+            else:
+                aio_run(server, key, tmp_path,
+                        lambda conn: pssh.aio.scp((conn, "/data"), str(tmp_path / "data")))
+    if front_end == "aio":
+        assert isinstance(info.value, pssh.aio.SFTPError)   # asyncssh's scp() raises these
     assert ADDRESS in str(info.value) and "/data" in str(info.value)
     assert list(tmp_path.iterdir()) == [tmp_path / "known_hosts"]   # nothing, not even a .part
 

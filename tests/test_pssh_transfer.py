@@ -1,12 +1,19 @@
 """pssh file transfer (SFTP and SCP) across several real sshd hosts."""
+import asyncio
 import os
+import shutil
 import stat
+import tempfile
+from pathlib import Path
 
 import gevent
 import pytest
 
+from pssh import aio
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient, SSHClient
+from pssh.core import scp as core_scp
+from conftest import trusting
 from loopback import addresses
 from pssh.sshd import ServerGroup
 
@@ -124,3 +131,74 @@ def test_host_killed_mid_transfer_leaves_no_complete_looking_file(tmp_path):
         assert killed
         assert not dest.exists()
         assert [n for n in os.listdir(tmp_path) if n.endswith(".part")] == []
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A directory in memory (/dev/shm), removed after the test: a source sshd reads as
+    fast as it can send, and a target written as fast as the client reads."""
+    if not os.path.isdir("/dev/shm"):
+        yield tmp_path
+        return
+    path = Path(tempfile.mkdtemp(dir="/dev/shm", prefix="pssh-test-"))
+    yield path
+    shutil.rmtree(path)
+
+
+@pytest.mark.parametrize("front_end", ["gevent", "aio"])
+def test_a_large_scp_download_lets_the_loop_run_between_its_reads(front_end, group, tmpfs,
+                                                                 tmp_path, monkeypatch):
+    """A download that always finds data waiting never waits on the socket, and so gave
+    its loop no turn: a 50 ms timer stalled up to 1.3 s during a 1.5 GB scp_recv. With the
+    turn slice at 0 the loop must run after every read: a watcher on the same loop, which
+    looks at the partial file at each of its turns, never sees it grow by more than a
+    read or two (it saw 14 to 26 MB at once before)."""
+    monkeypatch.setattr("pssh.core.link.TURN_SLICE", 0.0)
+    source = tmpfs / "big"
+    with open(source, "wb") as fh:
+        fh.truncate(200_000_000)
+    target = tmpfs / "got"
+    seen = []
+
+    def look():
+        parts = list(tmpfs.glob(".got.*.part"))
+        try:
+            seen.append(parts[0].stat().st_size)
+        except (IndexError, FileNotFoundError):
+            pass
+
+    server = group.servers[0]
+    if front_end == "gevent":
+        def watch():
+            while True:
+                look()
+                gevent.sleep(1e-6)   # a timer: a turn of the loop, as Link.turn takes
+        with SSHClient(server.address, port=server.port, pkey=group.keys.private(),
+                       known_hosts=str(tmp_path / "kh"), allow_agent=False,
+                       identity_auth=False, timeout=30) as client:
+            watcher = gevent.spawn(watch)
+            try:
+                client.scp_recv(str(source), str(target))
+            finally:
+                watcher.kill()
+    else:
+        async def main():
+            async def watch():
+                while True:
+                    look()
+                    await asyncio.sleep(0)
+            async with aio.connect(server.address, port=server.port,
+                                   client_keys=[group.keys.private()],
+                                   known_hosts=trusting(tmp_path / "kh", group),
+                                   agent_path=None, ssh_config=False) as conn:
+                watcher = asyncio.ensure_future(watch())
+                try:
+                    await aio.scp((conn, str(source)), str(target))
+                finally:
+                    watcher.cancel()
+        asyncio.run(main())
+    assert target.stat().st_size == 200_000_000
+    steps = [b - a for a, b in zip(seen, seen[1:])]
+    assert len(steps) > 50, f"the watcher ran {len(seen)} times"
+    assert max(steps) <= 2 * core_scp.CHUNK, \
+        f"{max(steps) >> 20} MiB read between two turns of the loop"

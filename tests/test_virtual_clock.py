@@ -4,17 +4,19 @@ delays. Each is the same core procedure the gevent and asyncio runners drive, ag
 real sshd or a real socket; only the clock is virtual, so each case takes a fraction of
 a second whatever the machine's load, and its times are exact."""
 import socket
+import time
 
 import pytest
 
+from pssh.core import clock
 from pssh.core import errors as exc
 from pssh.core.auth import Credentials
 from pssh.core.establish import establish
 from pssh.core.settings import ConnectOptions
 from pssh.core.streams import CommandStreams
 from pssh.core.commands import open_channel, start
-from pssh.core.waits import Sleep, Spawn
-from pssh.runners.virtual import VirtualRunner
+from pssh.core.waits import Sleep, Slots, Spawn
+from pssh.runners.virtual import VirtualClock, VirtualRunner
 from ssh2.session import Session
 
 from processes import stopped
@@ -159,3 +161,50 @@ def test_background_tasks_sleep_on_the_same_clock():
     assert runner.run(procedure()) == 6
     # At 6 both are due: b went to sleep first (at 3, a at 4), so b wakes first.
     assert seen == [(2, "a"), (3, "b"), (4, "a"), (6, "b"), (6, "a")]
+
+
+def test_slots_hold_at_most_their_size_and_a_deadline_gives_up():
+    """Three holders of two slots, for 5 s, 8 s and 5 s: the third gets one when the first
+    gives it back (at 5); a fourth that may wait only 2 s gives up at 2 without one."""
+    runner = VirtualRunner()
+    slots = Slots(2)
+    seen = []
+
+    def holder(name, hold, patience=None):
+        deadline = None if patience is None else runner.clock.now() + patience
+        if not (yield from slots.take(deadline)):
+            seen.append((runner.clock.now(), name, "gave up"))
+            return
+        seen.append((runner.clock.now(), name, "took", slots.taken))
+        try:
+            yield Sleep(hold)
+        finally:
+            slots.give()
+
+    def procedure():
+        tasks = []
+        for name, hold, patience in (("a", 5, None), ("b", 8, None), ("c", 5, None),
+                                     ("d", 5, 2)):
+            tasks.append((yield Spawn(holder(name, hold, patience))))
+        for task in tasks:
+            yield from task.join()
+
+    runner.run(procedure())
+    assert seen == [(0, "a", "took", 1), (0, "b", "took", 2), (2, "d", "gave up"),
+                    (5, "c", "took", 2)]
+    assert slots.taken == 0
+    with pytest.raises(ValueError, match="at least 1"):
+        Slots(0)
+
+
+def test_the_time_of_day_moves_with_the_virtual_clock():
+    runner = VirtualRunner(clock=VirtualClock(wall_start=1_000_000.0))
+
+    def procedure():
+        before = clock.wall()
+        yield Sleep(90)
+        return before, clock.wall()
+
+    assert runner.run(procedure()) == (1_000_000.0, 1_000_090.0)
+    real = clock.wall()   # outside the run: the real time of day again
+    assert abs(real - time.time()) < 60

@@ -29,7 +29,7 @@ from pssh.core import commands as core_commands
 from pssh.core.auth import DEFAULT_IDENTITIES, Credentials, KeyErrors, LoginMethods, login
 from pssh.core.establish import agent_path_of, establish, open_session, start_services
 from pssh.core.handshake import Attempt, check_host_key
-from pssh.core.jump import JumpChain
+from pssh.core.jump import JumpChain, route
 from pssh.core.link import Link
 from pssh.core.deadlines import UNSET, remaining
 from pssh.runners.asyncio import RUNNER
@@ -173,10 +173,9 @@ async def _jump_chain(chain: JumpChain, resolved, opts: SSHClientConnectionOptio
     try:
         return await RUNNER.run(chain.chain(resolved.jump_hops, make))
     except Exception as err:
-        route = ", ".join(f"{h}:{p}" if p else h for _, h, p in resolved.jump_hops)
         raise exc.ProxyError("%s:%s: jump host %s failed: %s", resolved.hostname,
-                             resolved.port, route, err, host=resolved.hostname,
-                             port=resolved.port) from err
+                             resolved.port, route(resolved.jump_hops), err,
+                             host=resolved.hostname, port=resolved.port) from err
 
 
 def credentials(resolved, opts: SSHClientConnectionOptions,

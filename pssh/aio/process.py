@@ -17,6 +17,7 @@ from typing import AsyncIterator, Callable, Optional, Tuple, Union
 
 from pssh import exceptions as exc
 from pssh.aio.exceptions import TimeoutError, _returncode, connection_errors
+from pssh.core.lines import MAX_LINE, LineBuffer, LongLines
 from pssh.core.link import Link
 from pssh.core.streams import CommandStreams, StreamBuffer
 from pssh.core.deadlines import UNSET, deadline_after, remaining
@@ -53,6 +54,8 @@ class ChannelStreams:
         self._buffers = (StreamBuffer(), StreamBuffer())  # stdout, stderr
         self.core = CommandStreams(link, channel, *self._buffers)
         self.core.auto_finish = False  # closed by wait() / finish(), as asyncssh's are
+        # Streams being read: from the first chunk asked for to the end (see chunk()).
+        self._reading = [False, False]
 
     @property
     def closed(self) -> bool:
@@ -74,10 +77,33 @@ class ChannelStreams:
         with connection_errors(self.link.host, self.link.port, self.link):
             return await RUNNER.run(procedure)
 
+    async def turn(self) -> None:
+        """Give the loop a turn if this connection has worked
+        :data:`~pssh.core.link.TURN_SLICE` without one (:meth:`Link.turn
+        <pssh.core.link.Link.turn>` for what is handed on without calling the core)."""
+        if self.link.turn_due():
+            await asyncio.sleep(0)  # a turn: asyncio runs the timers due, and cancels here
+            self.link.turned()
+
     async def chunk(self, stream: int) -> bytes:
-        """The next chunk of ``stream``; b"" once it has ended."""
+        """The next chunk of ``stream``; b"" once it has ended.
+
+        From the first chunk asked for until the stream's end, ``stream`` counts as
+        read (:meth:`CommandStreams.reading <pssh.core.streams.CommandStreams.reading>`):
+        while the other stream is read, this one's output is held back for its reader,
+        never dropped. A program that reads some of a stream must go on reading it (or
+        close the process), as with asyncssh, which stalls the command sooner."""
+        if not self._reading[stream]:
+            self._reading[stream] = True
+            self.core.reading(stream, True)
         await self._run(self.core.fill(stream, deadline_after(self.read_timeout)))
-        return self._buffers[stream].next_chunk()
+        data = self._buffers[stream].next_chunk()
+        if data:
+            self.core.taken(stream)
+        elif self._reading[stream]:  # its end: nothing more to hold back for it
+            self._reading[stream] = False
+            self.core.reading(stream, False)
+        return data
 
     async def any_chunk(self) -> Tuple[int, bytes]:
         """The next chunk of either stream, as ``(stream, data)``; ``(-1, b"")`` once both
@@ -86,7 +112,9 @@ class ChannelStreams:
         for stream in (0, 1):
             buffer = self._buffers[stream]
             if buffer.has_data():
-                return stream, buffer.next_chunk()
+                data = buffer.next_chunk()
+                self.core.taken(stream)
+                return stream, data
         return -1, b""
 
     async def wait(self, timeout: Optional[float] = None) -> None:
@@ -100,7 +128,9 @@ class ChannelStreams:
 
     def take(self, stream: int) -> bytes:
         """Everything buffered for ``stream``, consumed."""
-        return self.core.buffers[stream].take()
+        data = self.core.buffers[stream].take()
+        self.core.taken(stream)
+        return data
 
     async def write(self, data: bytes) -> None:
         await self._run(self.core.write(data))
@@ -111,58 +141,88 @@ class ChannelStreams:
 
 class SSHReader:
     """One output stream of a process (asyncssh's ``SSHReader``): ``read``, ``readline``,
-    ``async for line in ...``; str with an encoding, bytes with ``encoding=None``."""
+    ``async for line in ...``; str with an encoding, bytes with ``encoding=None``.
+
+    ``max_line`` (ours): a line longer than that many bytes comes from ``readline`` in
+    pieces of that size, the first time said by a warning naming the host (default
+    :data:`pssh.core.lines.MAX_LINE`, 1 MiB; ``None``: no limit). asyncssh's own
+    ``readline`` returns a line longer than its receive window (2 MiB) in pieces too,
+    without saying so. ``read`` hands on the bytes as they came.
+
+    Lines already received are handed on without waiting, but a reader that finds
+    them faster than the loop's turn comes round (:data:`pssh.core.link.TURN_SLICE`)
+    gives the loop a turn first: timers, ``wait_for`` and the other hosts run whatever
+    one host sends.
+    """
 
     def __init__(self, streams: ChannelStreams, stream: int, encoding: Optional[str],
-                 errors: str) -> None:
+                 errors: str, long_lines: Optional[LongLines] = None) -> None:
         self._streams = streams
         self._stream = stream
         self._decoder = codecs.getincrementaldecoder(encoding)(errors) if encoding else None
-        self._pending = b""
+        link = streams.link
+        self._long_lines = long_lines if long_lines is not None \
+            else LongLines(f"{link.host}:{link.port}")
+        self._lines = LineBuffer(MAX_LINE, self._long_lines)
         self._at_eof = False
+
+    @property
+    def max_line(self) -> Optional[int]:
+        """The longest line ``readline`` hands on whole, in bytes (None: no limit)."""
+        return self._lines.max_line
+
+    @max_line.setter
+    def max_line(self, value: Optional[int]) -> None:
+        if value is not None and value < 1:
+            raise ValueError(f"max_line must be at least 1 byte (or None), not {value}")
+        self._lines.max_line = self._long_lines.max_line = value
 
     def _decode(self, data: bytes, final: bool = False):
         return self._decoder.decode(data, final) if self._decoder else data
 
-    async def _next_chunk(self) -> bytes:
-        if self._pending:
-            data, self._pending = self._pending, b""
-            return data
+    async def _more(self) -> bool:
+        """Add the stream's next chunk to what is held; False at its end."""
         if self._at_eof:
-            return b""
+            return False
         data = await self._streams.chunk(self._stream)
-        self._at_eof = not data
-        return data
+        if not data:
+            self._at_eof = True
+            return False
+        self._lines.add(data)
+        return True
+
+    def _unread(self) -> bytes:
+        """Everything received and not yet handed on, consumed."""
+        return self._lines.take()
 
     async def read(self, n: int = -1):
         """Up to ``n`` bytes (characters are decoded from them), or all until EOF if ``n < 0``."""
+        await self._streams.turn()
         if n < 0:
-            parts = []
-            while data := await self._next_chunk():
-                parts.append(data)
-            return self._decode(b"".join(parts), final=True)
-        data = await self._next_chunk()
-        if len(data) > n:
-            data, self._pending = data[:n], data[n:]
+            while await self._more():
+                pass
+            return self._decode(self._lines.take(), final=True)
+        if not self._lines:
+            await self._more()
+        data = self._lines.take(n)
         return self._decode(data, final=not data)
 
     async def readline(self):
-        """The next line with its ``\\n`` (the rest of the stream at EOF; empty after it)."""
-        parts = []
+        """The next line with its ``\\n`` (the rest of the stream at EOF; empty after it);
+        a line longer than :attr:`max_line` in pieces of that size."""
+        # The turn comes before anything is taken: a cancellation there loses nothing.
+        await self._streams.turn()
+        lines = self._lines
         while True:
-            data = await self._next_chunk()
-            if not data:
-                break
-            end = data.find(b"\n")
-            if end >= 0:
-                parts.append(data[:end + 1])
-                self._pending = data[end + 1:]
-                break
-            parts.append(data)
-        return self._decode(b"".join(parts), final=not parts)
+            line = lines.line()
+            if line is not None:
+                return self._decode(line)
+            if not await self._more():
+                rest = lines.take()
+                return self._decode(rest, final=True)
 
     def at_eof(self) -> bool:
-        return self._at_eof and not self._pending
+        return self._at_eof and not self._lines
 
     def __aiter__(self) -> AsyncIterator:
         return self
@@ -260,8 +320,10 @@ class SSHClientProcess:
         self.command = command
         self.env = env
         self.stdin = SSHWriter(streams, encoding)
-        self.stdout = SSHReader(streams, 0, encoding, errors)
-        self.stderr = SSHReader(streams, 1, encoding, errors)
+        # One for both streams: a long line is said once per command.
+        long_lines = LongLines(f"{streams.link.host}:{streams.link.port}")
+        self.stdout = SSHReader(streams, 0, encoding, errors, long_lines)
+        self.stderr = SSHReader(streams, 1, encoding, errors, long_lines)
         self._encoding = encoding
         self._errors = errors
         self._redirects: list = []   # tasks moving redirected streams
@@ -326,9 +388,8 @@ class SSHClientProcess:
 
     def _collect(self) -> Tuple[Union[str, bytes], Union[str, bytes]]:
         """The output received and not yet read, decoded (consumed)."""
-        out = self.stdout._pending + self._streams.take(0)
-        err = self.stderr._pending + self._streams.take(1)
-        self.stdout._pending = self.stderr._pending = b""
+        out = self.stdout._unread() + self._streams.take(0)
+        err = self.stderr._unread() + self._streams.take(1)
         if self._stderr_to_stdout:
             out, err = out + err, b""
         return self.stdout._decode(out, final=True), self.stderr._decode(err, final=True)

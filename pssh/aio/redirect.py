@@ -113,13 +113,22 @@ class _Target:
 async def drain_into(streams, stream: int, target, encoding: Optional[str], errors: str,
                      also: Optional[int] = None) -> None:
     """Copy output ``stream`` of ``streams`` (a ChannelStreams) into ``target`` until it
-    ends (``DEVNULL``: thrown away). ``also``: the other stream too (``stderr=STDOUT``)."""
+    ends (``DEVNULL``: thrown away). ``also``: the other stream too (``stderr=STDOUT``),
+    as each chunk of either comes: reading one to its end first would leave the other
+    unread meanwhile, and beyond its bound a stream nobody reads is dropped."""
     sink = None if target == DEVNULL else _Target(target, encoding, errors)
     try:
-        for current in (stream,) if also is None else (stream, also):
-            while data := await streams.chunk(current):
+        if also is not None:
+            while True:
+                _, data = await streams.any_chunk()
+                if not data:  # both have ended
+                    break
                 if sink is not None:
                     await sink.write(data)
+            return
+        while data := await streams.chunk(stream):
+            if sink is not None:
+                await sink.write(data)
     finally:
         if sink is not None:
             await sink.close()

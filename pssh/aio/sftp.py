@@ -18,7 +18,7 @@ from typing import Callable, List, Optional
 
 from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
-from pssh.aio.sftp_errors import SFTPError, SFTPInvalidFilename, sftp_error
+from pssh.aio.sftp_errors import SFTPError, SFTPFailure, SFTPInvalidFilename, sftp_error
 from pssh.core import sftp as core_sftp, tree as core_tree
 from pssh.core.partial_files import NEW_FILE, PRESERVE
 from ssh2 import exceptions as ssh2_exc
@@ -181,10 +181,13 @@ class SFTPClient:
 
     async def put(self, localpath: str, remotepath: Optional[str] = None, *,
                   recurse: bool = False, progress_handler: Progress = None) -> None:
-        """Upload ``localpath`` to ``remotepath`` (default: its name, in the remote home).
-        ``recurse``: a local directory is copied with all it holds (directories made as
-        needed, with the local ones' modes). A failed upload's partial file is removed
-        while the connection allows. Errors name the host, local ones too."""
+        """Upload ``localpath`` to ``remotepath`` (default: its name, in the remote home;
+        a symlink there is followed, as asyncssh and scp follow it). ``recurse``: a local
+        directory is copied with all it holds (directories made as needed, with the local
+        ones' modes); nothing is written through a remote symlink below ``remotepath``:
+        the rest is copied, then :class:`SFTPFailure` names what was not. A failed
+        upload's partial file is removed while the connection allows. Errors name the
+        host, local ones too."""
         with exc.on_host(self._conn.host, self._conn.port):
             await self._put(localpath, remotepath, recurse, progress_handler)
 
@@ -199,10 +202,19 @@ class SFTPClient:
                                     _per_file(progress_handler, local, remote))
 
         if recurse and os.path.isdir(localpath):
-            await self._run(core_tree.upload(link, self._sftp, localpath, remotepath, send),
-                            f"copying into {remotepath!r}")
+            refused = await self._run(core_tree.upload(link, self._sftp, localpath, remotepath,
+                                                       send),
+                                      f"copying into {remotepath!r}")
+            if refused:
+                raise SFTPFailure(f"copying {localpath} to {remotepath}: "
+                                  f"{core_tree.refused_message(refused)}",
+                                  host=self._conn.host, port=self._conn.port)
             return
-        await self._run(send(localpath, remotepath), f"writing {remotepath!r}")
+        target = await self._run(core_sftp.upload_target(link, self._sftp, remotepath),
+                                 f"lstat of {remotepath!r}")
+        await self._run(core_sftp.upload(link, self._sftp, localpath, target,
+                                         _per_file(progress_handler, localpath, remotepath)),
+                        f"writing {remotepath!r}")
 
     def exit(self) -> None:
         """Stop using SFTP (its channel is freed with the connection)."""

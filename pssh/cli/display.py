@@ -43,6 +43,13 @@ def visible(text: str) -> str:
     return text.translate(_VISIBLE)
 
 
+#: Bytes of each stream of a host's output kept for ``-i``, ``--json``, ``-b`` and
+#: ``--diff`` (and the line that reaches it): the rest is left out, counted and said in
+#: the view. A fleet of hosts that print without end cannot fill the controller's memory;
+#: ``--output-dir`` keeps everything, streamed to its files.
+KEPT_OUTPUT = 1 << 20
+
+
 @dataclass
 class HostResult:
     """How one host went."""
@@ -54,6 +61,33 @@ class HostResult:
     stdout: List[str] = field(default_factory=list)
     stderr: List[str] = field(default_factory=list)
     transferred: int = 0
+    #: Bytes of stdout and stderr left out of ``stdout`` and ``stderr`` (:meth:`keep`).
+    omitted: List[int] = field(default_factory=lambda: [0, 0])
+    _kept: List[int] = field(default_factory=lambda: [0, 0], repr=False)
+
+    def keep(self, line: str, stderr: bool) -> None:
+        """Keep a line of output for the views that show it at the end, up to
+        :data:`KEPT_OUTPUT` bytes of each stream; beyond, count it in :attr:`omitted`."""
+        size = (len(line) if line.isascii() else len(line.encode("utf-8", "replace"))) + 1
+        if self._kept[stderr] < KEPT_OUTPUT:
+            self._kept[stderr] += size
+            (self.stderr if stderr else self.stdout).append(line)
+        else:
+            self.omitted[stderr] += size
+
+    def clear_output(self) -> None:
+        """Forget the output kept (the command runs again)."""
+        self.stdout.clear()
+        self.stderr.clear()
+        self.omitted[:] = self._kept[:] = [0, 0]
+
+    def omitted_note(self, stderr: bool) -> Optional[str]:
+        """What the views say where output was left out, or None."""
+        size = self.omitted[stderr]
+        if not size:
+            return None
+        return (f"[pssh: {size} more bytes of {'stderr' if stderr else 'stdout'} left out: "
+                f"over {KEPT_OUTPUT >> 20} MiB; --output-dir keeps it all]")
 
     @property
     def ok(self) -> bool:
@@ -68,7 +102,9 @@ class HostResult:
     def as_json(self) -> str:
         return json.dumps({"host": self.host, "exit_code": self.exit_code,
                            "stdout": "\n".join(self.stdout), "stderr": "\n".join(self.stderr),
-                           "error": self.error, "duration": round(self.duration, 3)})
+                           "error": self.error, "duration": round(self.duration, 3),
+                           "stdout_omitted": self.omitted[0],
+                           "stderr_omitted": self.omitted[1]})
 
 
 def _size(n: float) -> str:
@@ -211,8 +247,12 @@ class Display:
                          f"{shown(detail)} ({result.duration:.2f} s)", style=style))
         for line in result.stdout:
             self._print(Text(shown(line)))
+        if result.omitted[0]:
+            self._print(Text(str(result.omitted_note(False)), style="yellow"))
         for line in result.stderr:
             self._print(Text(f"stderr: {shown(line)}", style="red"))
+        if result.omitted[1]:
+            self._print(Text(str(result.omitted_note(True)), style="yellow"))
 
     def json(self, result: HostResult) -> None:
         self.out.write(result.as_json() + "\n")

@@ -20,8 +20,9 @@ from pssh.cli.failures import without_host
 from pssh.cli.hosts import HostSpec, UsageError, file_name, labels
 from pssh.cli.pipeline import HostEvents, ended_without_status
 from pssh.clients import ParallelSSHClient
-from pssh.clients.reader import split_lines
 from pssh.config import HostConfig
+from pssh.core import lines
+from pssh.core.lines import split_lines
 from pssh.core.link import TURN_SLICE
 from pssh.runners.gevent import TURN
 from pssh.options import ConnectOptions
@@ -35,9 +36,9 @@ STOP_TIMEOUT = 10.0
 #: (exit status, error, note) of one host's work.
 Outcome = Tuple[Optional[int], Optional[str], Optional[str]]
 
-#: The longest line shown whole: a host that sends no newline is shown in pieces this long
-#: (said once per host), never held whole.
-MAX_LINE = 1 << 20
+#: The longest line shown whole (the library's line views' too): a host that sends no
+#: newline is shown in pieces this long (said once per host), never held whole.
+MAX_LINE = lines.MAX_LINE
 
 
 def reason(err: BaseException) -> str:
@@ -185,7 +186,12 @@ class ClientExecutor:
 
         def pump(stream, stderr: bool) -> None:
             try:
-                lines = split_lines(stream.rw_buffer.chunks(), MAX_LINE, split)
+                chunks = stream.rw_buffer.chunks()
+                if self.events.to_file(index, stderr):  # as it came: no lines, no decoding
+                    for chunk in chunks:
+                        self.events.data(index, chunk, stderr)
+                    return
+                lines = split_lines(chunks, MAX_LINE, split)
                 for line in taking_turns(lines):
                     self.events.line(index, line.decode(output.encoding, "replace"), stderr)
             except Exception as err:  # the host's failure: raised below (gevent's hub

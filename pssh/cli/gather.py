@@ -15,11 +15,15 @@ Key = Tuple[Tuple[str, ...], Tuple[str, ...], str]
 
 
 def _key(result: HostResult) -> Key:
-    """What makes two hosts' outcomes the same: both streams and how it ended."""
+    """What makes two hosts' outcomes the same: both streams (with what was left out of
+    them) and how it ended."""
     # The error without the host's own name in it: the same failure on two hosts is one.
     ending = without_host(result.error, result.host) if result.error is not None \
         else f"exit {result.exit_code}"
-    return tuple(result.stdout), tuple(result.stderr), ending
+    stdout, stderr = (tuple(lines) + ((note,) if note else ())
+                      for lines, note in ((result.stdout, result.omitted_note(False)),
+                                          (result.stderr, result.omitted_note(True))))
+    return stdout, stderr, ending
 
 
 def groups(results: List[HostResult]) -> List[Tuple[Key, List[str]]]:

@@ -22,7 +22,7 @@ import signal
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Protocol, TextIO
+from typing import BinaryIO, Callable, Dict, List, Optional, Protocol
 
 import gevent
 from gevent.event import Event
@@ -41,6 +41,13 @@ class HostEvents(Protocol):
 
     def command_started(self, index: int) -> None:
         """``run``: the host's command has started (its output files are made now)."""
+
+    def to_file(self, index: int, stderr: bool) -> bool:
+        """``run``: whether that stream of the host goes to a file: then it comes through
+        :meth:`data` as it came, else line by line through :meth:`line`."""
+
+    def data(self, index: int, data: bytes, stderr: bool) -> None:
+        """Output for a file, as it came."""
 
     def line(self, index: int, text: str, stderr: bool) -> None:
         """A line of the command's output."""
@@ -81,7 +88,7 @@ class _Running:
 
     result: HostResult
     started: float
-    files: List[Optional[TextIO]] = field(default_factory=lambda: [None, None])
+    files: List[Optional[BinaryIO]] = field(default_factory=lambda: [None, None])
     timer: Optional[gevent.Greenlet] = None
     timed_out: Optional[str] = None  # -t ran out: the host's error, whatever follows
     file_error: Optional[str] = None
@@ -186,8 +193,7 @@ class Pipeline:
         for earlier in running.files:
             if earlier is not None:
                 earlier.close()
-        running.result.stdout.clear()
-        running.result.stderr.clear()
+        running.result.clear_output()
         args, host = self.args, running.result.host
         name = file_name(host)
         paths = [os.path.join(d, name) if d else None for d in (args.outdir, args.errdir)]
@@ -195,21 +201,28 @@ class Pipeline:
             paths = [os.path.join(args.output_dir, f"{name}.{kind}")
                      for kind in ("stdout", "stderr")]
         try:
-            running.files = [open(path, "w", encoding="utf-8") if path else None
-                             for path in paths]
+            # Bytes, as they came (not lines, not decoded): the files are the whole output.
+            running.files = [open(path, "wb") if path else None for path in paths]
         except OSError as err:
             running.file_error = f"cannot write its output: {err}"
+
+    def to_file(self, index: int, stderr: bool) -> bool:
+        running = self._running.get(index)
+        return running is not None and running.files[stderr] is not None
+
+    def data(self, index: int, data: bytes, stderr: bool) -> None:
+        running = self._running.get(index)
+        sink = running.files[stderr] if running is not None else None
+        if sink is not None:
+            sink.write(data)
+            sink.flush()  # written as it comes: nothing lost if the run is stopped
 
     def line(self, index: int, text: str, stderr: bool) -> None:
         running = self._running.get(index)
         if running is None or running.file_error is not None:
             return
-        sink = running.files[stderr]
-        if sink is not None:
-            sink.write(text + "\n")
-            sink.flush()  # written as it comes: nothing lost if the run is stopped
-        elif self.collect:
-            (running.result.stderr if stderr else running.result.stdout).append(text)
+        if self.collect:
+            running.result.keep(text, stderr)  # up to a bound, the rest counted
         else:
             self.display.line(running.result.host, text, stderr)
 

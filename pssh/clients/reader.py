@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import Callable, Iterator, Optional, Protocol
+from typing import Iterator, Optional, Protocol
 
 from gevent.event import Event
 
 from pssh import exceptions as exc
+from pssh.core.lines import split_lines
 from pssh.core.streams import CommandStreams
 from pssh.core.deadlines import UNSET, remaining
 
@@ -29,6 +30,10 @@ class Source(Protocol):
     :class:`CommandOutput` for output that comes from elsewhere."""
 
     def fill(self, stream: int, deadline: Optional[float]) -> None: ...
+
+    def reading(self, stream: int, started: bool) -> None: ...
+
+    def taken(self, stream: int) -> None: ...
 
 
 class ConcurrentRWBuffer:
@@ -65,6 +70,8 @@ class ConcurrentRWBuffer:
         self._chunks.clear()
         self._held = 0
         self._unread_data.clear()
+        if self._source is not None:
+            self._source.taken(self._stream)  # a read held back for this one goes on
         return data
 
     # The core's buffer protocol (pssh.core.streams).
@@ -87,18 +94,31 @@ class ConcurrentRWBuffer:
         return self.eof.is_set()
 
     def chunks(self, deadline: Optional[float] = None) -> Iterator[bytes]:
-        """Chunks until EOF; :class:`~pssh.exceptions.Timeout` if ``deadline`` passes first."""
-        while True:
-            data = self.read()
-            if data is not None:
-                yield data
-                continue
-            if self.eof.is_set():
-                return
-            if self._source is not None:
-                self._source.fill(self._stream, deadline)
-            elif not self._wait_for_writer(deadline):
-                raise exc.Timeout("no output within the read timeout")
+        """Chunks until EOF; :class:`~pssh.exceptions.Timeout` if ``deadline`` passes first.
+
+        While the iteration is open (begun, not ended nor closed) the source counts it a
+        reader of the stream: what the stream holds unread is then held back for it,
+        never dropped (see :mod:`pssh.core.streams`). So a reader of both streams at
+        once loses nothing; one that keeps an iteration open and stops advancing it
+        holds up the other stream once this one has 32 MiB unread."""
+        source = self._source
+        if source is not None:
+            source.reading(self._stream, True)
+        try:
+            while True:
+                data = self.read()
+                if data is not None:
+                    yield data
+                    continue
+                if self.eof.is_set():
+                    return
+                if source is not None:
+                    source.fill(self._stream, deadline)
+                elif not self._wait_for_writer(deadline):
+                    raise exc.Timeout("no output within the read timeout")
+        finally:
+            if source is not None:
+                source.reading(self._stream, False)
 
     def _wait_for_writer(self, deadline: Optional[float]) -> bool:
         waiter = Event()
@@ -110,43 +130,6 @@ class ConcurrentRWBuffer:
 
     def __iter__(self) -> Iterator[bytes]:
         return self.chunks()
-
-
-def split_lines(chunks, max_line: Optional[int] = None,
-                on_split: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
-    """Lines of a byte stream (``\\n`` or ``\\r\\n`` removed; a last line without one included).
-
-    Long lines are assembled from a list of pieces (no quadratic copying). With
-    ``max_line``, a line that grows past that many bytes is handed on in pieces of about
-    that size (``on_split()`` is called each time): a host that sends no newline cannot
-    make a line view hold all it sends.
-    """
-    partial: list = []
-    held = 0
-    for chunk in chunks:
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            if end < 0:
-                if start < len(chunk):
-                    partial.append(chunk[start:])
-                    held += len(chunk) - start
-                    if max_line is not None and held >= max_line:
-                        yield b"".join(partial)
-                        partial, held = [], 0
-                        if on_split is not None:
-                            on_split()
-                break
-            piece = chunk[start:end]
-            if partial:
-                partial.append(piece)
-                piece = b"".join(partial)
-                partial, held = [], 0
-            yield piece[:-1] if piece.endswith(b"\r") else piece
-            start = end + 1
-    if partial:
-        piece = b"".join(partial)
-        yield piece[:-1] if piece.endswith(b"\r") else piece
 
 
 class CommandOutput:
@@ -166,6 +149,13 @@ class CommandOutput:
         """Wait until ``stream`` has data or has ended (:class:`~pssh.exceptions.Timeout`
         once ``deadline`` has passed)."""
         raise NotImplementedError
+
+    def reading(self, stream: int, started: bool) -> None:
+        """An iteration of ``stream`` begins or ends (nothing to do here: what comes from
+        elsewhere is bounded there)."""
+
+    def taken(self, stream: int) -> None:
+        """Output of ``stream`` was taken out of its buffer (nothing to do here)."""
 
 
 class ChannelReader:
@@ -222,6 +212,15 @@ class ChannelReader:
         """Read until ``stream`` has data or has ended (Timeout once ``deadline`` passed)."""
         self._run(self.streams.fill(stream, deadline))
 
+    def reading(self, stream: int, started: bool) -> None:
+        """An iteration of ``stream`` begins or ends (:meth:`CommandStreams.reading
+        <pssh.core.streams.CommandStreams.reading>`)."""
+        self.streams.reading(stream, started)
+
+    def taken(self, stream: int) -> None:
+        """Output of ``stream`` was taken out of its buffer."""
+        self.streams.taken(stream)
+
     def wake(self) -> None:
         """Wake whoever waits on this command's connection (they look again)."""
         self.streams.link.wake()
@@ -230,8 +229,8 @@ class ChannelReader:
         """Move what libssh2 holds for ``stream`` into its buffer without waiting."""
         return self.streams.read_some(stream)
 
-    def read_or_wait(self, timeout: Optional[float] = None) -> None:
-        self._run(self.streams.read_or_wait(timeout))
+    def read_or_wait(self, timeout: Optional[float] = None, limited: bool = False) -> None:
+        self._run(self.streams.read_or_wait(timeout, limited))
 
     def wait_eof(self, timeout: Optional[float] = None, consume: bool = False,
                  settle: bool = False) -> None:

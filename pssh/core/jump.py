@@ -80,6 +80,11 @@ class JumpChain:
                 entry.value.close()
 
 
+def route(hops: Sequence[Hop]) -> str:
+    """The hops as an error names them: ``host[:port], ...``."""
+    return ", ".join(f"{host}:{port}" if port else host for _, host, port in hops)
+
+
 def _closed(connection: Any) -> bool:
     closed = getattr(connection, "closed", None)
     if closed is None:
@@ -87,4 +92,4 @@ def _closed(connection: Any) -> bool:
     return closed() if callable(closed) else bool(closed)
 
 
-__all__ = ["Hop", "JumpChain", "MakeHop"]
+__all__ = ["Hop", "JumpChain", "MakeHop", "route"]

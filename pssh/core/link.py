@@ -104,10 +104,19 @@ class Link:
         """Give the loop a turn if this link's procedures have worked :data:`TURN_SLICE`
         seconds without waiting: reads that always find data never wait, and would keep
         every other host, timer and signal handler of the loop waiting instead."""
-        now = monotonic()
-        if now - self._turn_at >= TURN_SLICE:
+        if self.turn_due():
             yield Sleep(0)
-            self._turn_at = monotonic()
+            self.turned()
+
+    def turn_due(self) -> bool:
+        """Whether this link's work has gone on :data:`TURN_SLICE` seconds since the loop
+        last had a turn (:meth:`turn`, a wait, or :meth:`turned`): for a front end that
+        hands on buffered output without calling the core (pssh.aio's ``readline``)."""
+        return monotonic() - self._turn_at >= TURN_SLICE
+
+    def turned(self) -> None:
+        """The loop has just had a turn (see :meth:`turn_due`)."""
+        self._turn_at = monotonic()
 
     def wake(self) -> None:
         """Tell the procedures waiting on this link to try again (after progress)."""

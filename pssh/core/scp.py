@@ -81,6 +81,9 @@ def download(link: Link, remote: str, local: str, modes: str = PERMISSIONS) -> P
                     link.wake()
                     fh.write(data)
                     left -= size
+                    # While data keeps coming this loop never waits: without a turn, the
+                    # timers, signals and other hosts of its loop wait for the whole file.
+                    yield from link.turn()
         try:
             yield from _completed(link, channel, remote, stall)
         except ssh2_exc.SSH2Error as err:

@@ -106,6 +106,39 @@ def stat(link: Link, sftp: SFTP, path: str) -> Procedure[Optional[SFTPAttributes
         return None
 
 
+def lstat(link: Link, sftp: SFTP, path: str) -> Procedure[Optional[SFTPAttributes]]:
+    """The remote path's own attributes (a symlink's, not followed), or None if it does
+    not exist."""
+    try:
+        return (yield from link.call(sftp.lstat, path, timeout=limit(link),
+                                     what=f"lstat of {path!r}", check=ended(sftp)))
+    except _MISSING:
+        return None
+
+
+def is_link(attrs: Optional[SFTPAttributes]) -> bool:
+    return attrs is not None and _stat.S_ISLNK(attrs.permissions)
+
+
+def upload_target(link: Link, sftp: SFTP, remote: str) -> Procedure[str]:
+    """The path a single-file upload to ``remote`` writes: ``remote``, or the path it
+    leads to when it is a symlink. The user named that path, so it is followed, as
+    OpenSSH's scp and sftp follow it (``/etc/resolv.conf -> ../run/...`` stays a link and
+    the file it names gets the content); without this the upload's rename would replace
+    the link itself. What lies below a tree's target is the server's, and the tree walk
+    refuses links there (:mod:`pssh.core.tree`)."""
+    if not is_link((yield from lstat(link, sftp, remote))):
+        return remote
+    try:
+        real = yield from link.call(sftp.realpath, remote, timeout=limit(link),
+                                    what=f"realpath of {remote!r}", check=ended(sftp))
+    except ssh2_exc.SSH2Error as err:
+        raise exc.SFTPIOError("cannot resolve the symlink %s on host %s: %s", remote,
+                              link.host, err, host=link.host, port=link.port) from err
+    log.debug("%s: %s is a symlink to %s: uploading there", link.host, remote, real)
+    return real
+
+
 def mkdir(link: Link, sftp: SFTP, path: str, mode: int = DIR_MODE) -> Procedure[None]:
     """Create one remote directory; :class:`~pssh.exceptions.SFTPIOError` if refused."""
     try:
@@ -420,7 +453,7 @@ def remove_partial(link: Link, path: str, sftp: Optional[SFTP] = None) -> Proced
 
 
 __all__ = ["CLEANUP_TIMEOUT", "DIR_MODE", "Progress", "STALL_TIMEOUT", "cleanup_time",
-           "close_handle", "discard", "download", "ensure_dir", "is_dir", "limit", "listdir",
-           "listdir_attrs", "makedirs", "mkdir", "open_file", "pump", "read", "read_entries",
-           "read_names", "remove_partial", "rename_into_place", "set_mode", "start", "stat",
-           "upload", "write"]
+           "close_handle", "discard", "download", "ensure_dir", "is_dir", "is_link", "limit",
+           "listdir", "listdir_attrs", "lstat", "makedirs", "mkdir", "open_file", "pump", "read",
+           "read_entries", "read_names", "remove_partial", "rename_into_place", "set_mode",
+           "start", "stat", "upload", "upload_target", "write"]

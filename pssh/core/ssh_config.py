@@ -49,6 +49,13 @@ _POLICIES = {"yes": "strict", "ask": "strict", "accept-new": "accept-new", "no":
              "off": "off"}
 
 
+def host_key_policy_of(value: str) -> Optional[str]:
+    """Our host key policy for ``StrictHostKeyChecking value`` (any case); None for a
+    value OpenSSH does not take. ``ask`` is ``strict``: pssh never asks, and ssh with no
+    terminal to ask on refuses as ``yes`` does (tests/test_host_key_oracle.py runs it)."""
+    return _POLICIES.get(value.lower())
+
+
 class SSHConfigError(ValueError):
     """A config file that cannot be read or has a bad value (names file and line)."""
 
@@ -300,10 +307,11 @@ class SSHConfig:
 
         policy = get("stricthostkeychecking")
         if policy is not None:
-            if policy.lower() not in _POLICIES:
+            ours = host_key_policy_of(policy)
+            if ours is None:
                 raise SSHConfigError(f"{values['stricthostkeychecking'][1]}: "
                                      f"StrictHostKeyChecking {policy!r} is not understood")
-            policy = _POLICIES[policy.lower()]
+            policy = ours
         jump = get("proxyjump")
         known_hosts = get("userknownhostsfile")
         return HostOptions(
@@ -372,4 +380,4 @@ def parse_jump(spec: str) -> List[Tuple[Optional[str], str, Optional[int]]]:
 
 
 __all__ = ["DEFAULT_PATH", "SUPPORTED_KEYWORDS", "HostOptions", "SSHConfig", "SSHConfigError",
-           "load", "local_user", "split_line", "parse_jump"]
+           "host_key_policy_of", "load", "local_user", "split_line", "parse_jump"]

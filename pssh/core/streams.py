@@ -1,18 +1,29 @@
 """A running command's channel: its output streams, standard input, and how it ended.
 
-stdout and stderr share one flow-control window: a command that fills stderr
-while the caller reads only stdout would stall. Whenever the stream being read
-has nothing, :meth:`CommandStreams.fill` drains the other one into its buffer
-before waiting. Nothing reads in the background: output is read when someone
-asks for it.
+Nothing reads in the background: output is read when someone asks for it, a chunk
+at a time, so a reader that is slow is a reader that asks seldom. libssh2 opens the
+channel's flow-control window again only as output is read out of it, so the server
+then waits (the remote command blocks, as under ``ssh host cmd | slow-consumer``),
+and at most one window (2 MiB) waits in libssh2.
 
-What the other stream holds unread while one is read is bounded
-(:data:`UNREAD_LIMIT`): a host flooding stderr to a caller who reads only
-stdout would otherwise fill the controller's memory. Beyond the limit that
-stream's output is dropped and counted (``dropped``, and a warning naming the
-host), so the stream being read keeps flowing: pausing instead would close the
-shared window and stall the stream being read as well. A reader of both streams
-(the command line, ``join``) is never limited.
+stdout and stderr share that one window: output of the stream nobody is asking for
+fills it as well, and would stall the stream being read. So whenever the stream being
+read has nothing, :meth:`CommandStreams.fill` moves the other one's output into its
+buffer. That buffer is bounded (:data:`UNREAD_LIMIT` unread bytes, and a read more):
+
+- if someone reads that stream too (:meth:`CommandStreams.reading`: an iteration of it
+  is open, a pssh.aio reader has begun on it, the command line reads both), its output
+  is **held back** at the bound: no longer moved, the window closes, until that reader
+  takes some (:meth:`CommandStreams.taken`). Nothing is lost; a slow reader of either
+  stream slows the command down.
+- if nobody reads it (a program that reads stdout to its end, then stderr), its output
+  beyond the bound is **dropped** and counted (``dropped``, and a warning naming the
+  host), so that the stream being read keeps flowing: holding it back would stall that
+  stream for ever.
+
+``join`` and pssh.aio's ``wait`` and ``run`` read everything into the buffers, unbounded:
+they are asked for the whole output (read it as it comes instead, or join with
+``consume_output``).
 
 The buffers are the front end's (parallel-ssh's ``ConcurrentRWBuffer`` for the
 gevent client, plain :class:`StreamBuffer` otherwise); each takes ``append``,
@@ -26,7 +37,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Callable, Optional, Protocol, Tuple
 
 from pssh.core import errors as exc
-from pssh.core.channel_io import MAX_PER_CALL, data_pending, read_available
+from pssh.core.channel_io import data_pending, read_available
 from pssh.core.link import Link
 from pssh.core.deadlines import Limit, UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure
@@ -46,7 +57,8 @@ SETTLE_TIMEOUT = 2.0
 #: tries again: it is woken sooner by the socket or the writer that holds it up.
 HELD_UP_WAIT = 0.05
 
-#: Bytes of one stream kept unread while the other stream is being read; beyond, dropped.
+#: Bytes of one stream moved into its buffer, unread, while the other stream is being read:
+#: beyond, held back if someone reads that stream too, dropped if nobody does.
 UNREAD_LIMIT = 32 * 1024 * 1024
 STREAM_NAMES = ("stdout", "stderr")
 
@@ -135,6 +147,10 @@ class CommandStreams:
         self._eof_sent = False
         #: Bytes of each stream dropped unread (:data:`UNREAD_LIMIT`).
         self.dropped = [0, 0]
+        #: Readers of each stream now (:meth:`reading`).
+        self.readers = [0, 0]
+        #: Streams at the bound and held back for their reader (:meth:`taken` lets go).
+        self._held_back = [False, False]
 
     @property
     def at_eof(self) -> bool:
@@ -143,11 +159,36 @@ class CommandStreams:
 
     # -- reading -------------------------------------------------------------------------
 
+    def reading(self, stream: int, started: bool = True) -> None:
+        """A reader of ``stream`` begins (``started``) or is done: while one is, that
+        stream's output beyond :data:`UNREAD_LIMIT` is held back for it, never dropped.
+        The front ends say it: an iteration of the stream open (gevent, the command
+        line), a pssh.aio reader from its first read to the stream's end."""
+        self.readers[stream] += 1 if started else -1
+        if not self.readers[stream] and self._held_back[stream]:
+            # Nobody will take it now: a read waiting on the other stream drops it instead.
+            self._held_back[stream] = False
+            self.link.wake()
+
+    def taken(self, stream: int) -> None:
+        """The reader of ``stream`` took output out of its buffer: a read that was held
+        back for it goes on."""
+        if self._held_back[stream] and self.buffers[stream].held() < UNREAD_LIMIT:
+            self._held_back[stream] = False
+            self.link.wake()
+
+    @property
+    def held_back(self) -> bool:
+        """Whether a stream is at the bound, held back for its reader (the window is
+        left to close)."""
+        return self._held_back[0] or self._held_back[1]
+
     def read_some(self, stream: int, enough: bool = False, limited: bool = False) -> bool:
         """Move what libssh2 holds for ``stream`` into its buffer without waiting; True if
         anything came (with ``enough``, stop at the first chunk: see
-        :func:`pssh.core.channel_io.read_available`). ``limited``: nobody is reading this
-        stream now, so beyond :data:`UNREAD_LIMIT` unread bytes its data is dropped."""
+        :func:`pssh.core.channel_io.read_available`). ``limited``: nobody is waiting for
+        this stream now, so it is bounded by :data:`UNREAD_LIMIT` unread bytes: held
+        back there if someone reads it, its data beyond dropped if nobody does."""
         buffer = self.buffers[stream]
         if buffer.ended:
             return False
@@ -155,13 +196,17 @@ class CommandStreams:
             buffer.end()
             return True
         keep: Callable[[bytes], None] = buffer.append
-        most: Optional[int] = MAX_PER_CALL
+        stop: Optional[Callable[[], bool]] = buffer.has_data if enough else None
         if limited:
-            # Drained to the end: libssh2 opens the window again on every read of the
-            # channel, whatever it has queued, so a stream nobody reads must keep up.
-            keep, most = self._keeper(stream), None
-        progress, ended = read_available(self.channel, stream, keep,
-                                         buffer.has_data if enough else None, most)
+            if self.readers[stream]:
+                if buffer.held() >= UNREAD_LIMIT:
+                    # Left in libssh2: the window closes, the server waits.
+                    self._held_back[stream] = True
+                    return False
+                stop = lambda: buffer.held() >= UNREAD_LIMIT  # noqa: E731
+            else:
+                keep = self._keeper(stream)
+        progress, ended = read_available(self.channel, stream, keep, stop)
         if ended:
             buffer.end()
         if progress:
@@ -169,8 +214,8 @@ class CommandStreams:
         return progress
 
     def _keeper(self, stream: int) -> Callable[[bytes], None]:
-        """``append`` for a stream nobody reads now: kept up to :data:`UNREAD_LIMIT`
-        unread bytes, dropped and counted beyond."""
+        """``append`` for a stream nobody reads: kept up to :data:`UNREAD_LIMIT` unread
+        bytes, dropped and counted beyond."""
         buffer = self.buffers[stream]
 
         def keep(data: bytes) -> None:
@@ -204,8 +249,8 @@ class CommandStreams:
             yield from self._wait_for_output(deadline)
         if buffer.ended:
             # The other stream has usually ended too (one EOF covers the channel): then
-            # the exit status can be collected now. Nobody reads it here either: it stays
-            # within the unread limit (this read went past it by up to a megabyte).
+            # the exit status can be collected now. Nobody waits for it here either: it
+            # stays within the unread limit (this read went past it by up to a megabyte).
             self.read_some(1 - stream, limited=True)
         if self.at_eof and self.auto_finish:
             yield from self.finish()
@@ -249,15 +294,20 @@ class CommandStreams:
         without waiting, kept the loop from ever running that writer: the read spun for
         ever. Waiting for the socket, as libssh2 asks, lets the writer finish and wakes
         this read (the writer's progress does)."""
-        if self.pending():
+        if self.pending() and not self.held_back:
             yield from self.link.wait_briefly(HELD_UP_WAIT if timeout is None
                                               else min(timeout, HELD_UP_WAIT))
         else:
+            # (Held back, libssh2 holds that stream's data by design: the wait is for the
+            # socket, or for its reader to take some, which wakes the link.)
             yield from self.link.wait(timeout, what)
 
-    def read_or_wait(self, timeout: Optional[float] = None) -> Procedure[None]:
-        """Read what has come for either stream; if nothing had, wait once."""
-        if not (self.read_some(0) | self.read_some(1)) and not self.at_eof:
+    def read_or_wait(self, timeout: Optional[float] = None,
+                     limited: bool = False) -> Procedure[None]:
+        """Read what has come for either stream; if nothing had, wait once. ``limited``:
+        each stream within :data:`UNREAD_LIMIT` (see :meth:`read_some`)."""
+        if not (self.read_some(0, limited=limited) | self.read_some(1, limited=limited)) \
+                and not self.at_eof:
             yield from self._wait(timeout, "reading output")
 
     def wait_eof(self, timeout: Optional[float] = None, consume: bool = False,

@@ -11,9 +11,9 @@ the requests. Deadlines are absolute times of :mod:`pssh.core.clock` (``None``:
 no limit), so one deadline bounds a whole phase however many waits it takes.
 
 Also here: :class:`Event`, a flag a procedure can wait for (:class:`WaitFor`)
-and anything can set; :class:`Turnstile`, one-at-a-time access built on it;
-and :class:`Task`, what :class:`Spawn` hands back for a procedure started in
-the background.
+and anything can set; :class:`Slots`, at most N holders at a time, built on it
+(:class:`Turnstile`: one at a time); and :class:`Task`, what :class:`Spawn`
+hands back for a procedure started in the background.
 """
 from __future__ import annotations
 
@@ -178,28 +178,51 @@ class Event:
             pass
 
 
-class Turnstile:
+class Slots:
+    """At most ``size`` holders at a time (a semaphore for procedures): ``yield from
+    slots.take(deadline)`` is True once this procedure holds one, False if the deadline
+    passed first; :meth:`give` hands it back and lets a waiting one in."""
+
+    __slots__ = ("size", "taken", "_free")
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"slots need a size of at least 1, not {size}")
+        self.size = size
+        #: Slots held now.
+        self.taken = 0
+        self._free = Event()
+
+    def take(self, deadline: Optional[float]) -> Procedure[bool]:
+        while self.taken >= self.size:
+            self._free.clear()
+            # Every waiter wakes when one slot frees; the first to run takes it, the
+            # others wait again (False only if the deadline passed and none is free).
+            if not (yield WaitFor(self._free, deadline)) and self.taken >= self.size:
+                return False
+        self.taken += 1
+        return True
+
+    def give(self) -> None:
+        self.taken -= 1
+        self._free.set()
+
+
+class Turnstile(Slots):
     """One holder at a time (a lock for procedures): ``yield from turnstile.enter(deadline)``
     is True once this procedure holds it, False if the deadline passed first;
     :meth:`leave` lets the next one in."""
 
-    __slots__ = ("_held", "_free")
+    __slots__ = ()
 
     def __init__(self) -> None:
-        self._held = False
-        self._free = Event()
+        super().__init__(1)
 
     def enter(self, deadline: Optional[float]) -> Procedure[bool]:
-        while self._held:
-            self._free.clear()
-            if not (yield WaitFor(self._free, deadline)) and self._held:
-                return False
-        self._held = True
-        return True
+        return self.take(deadline)
 
     def leave(self) -> None:
-        self._held = False
-        self._free.set()
+        self.give()
 
 
 class Task:
@@ -236,5 +259,5 @@ class Task:
         return (yield WaitFor(self.done, deadline))
 
 
-__all__ = ["Blocking", "Connect", "Event", "Procedure", "Resolve", "pause",
-           "SessionIO", "Sleep", "SocketIO", "Spawn", "Task", "Turnstile", "Wait", "WaitFor"]
+__all__ = ["Blocking", "Connect", "Event", "Procedure", "Resolve", "pause", "SessionIO",
+           "Sleep", "Slots", "SocketIO", "Spawn", "Task", "Turnstile", "Wait", "WaitFor"]

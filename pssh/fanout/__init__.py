@@ -9,6 +9,9 @@ Two transports carry a shard's messages, and know nothing of what runs there:
 * :mod:`pssh.fanout.dask`: tasks on a Dask ``distributed`` cluster, spoken to
   through Dask queues (``pip install .[dask]``).
 
+Which one a mode uses (``processes=N`` or ``scheduler=``), and how many shards its
+hosts make there, is :func:`pssh.fanout.groups.group_for`'s one rule.
+
 What runs in a shard is a *job*, which knows nothing of the transport: a
 function ``serve(link, init)`` that talks to its parent through a
 :class:`~pssh.fanout.link.Link`. Two jobs: :mod:`pssh.fanout.run` (the parallel

@@ -1,13 +1,19 @@
-"""The poller: every check on every host at its bucket's interval, on gevent.
+"""The poller: every check on every host at its bucket's interval.
 
 Each bucket (a polling interval) has its own schedule (a heap of due polls) and its
-own worker pool. A (host, check) pair is due every interval of the bucket it is in;
+own pool of workers. A (host, check) pair is due every interval of the bucket it is in;
 after each poll :meth:`~pssh.poll.buckets.HostState.observe` may move it to another
 bucket, whose schedule then takes it. First polls are spread evenly, with jitter, over
 the first interval (no thundering herd). A host's checks share its one connection
 (:class:`~pssh.poll.sessions.HostSession`) and take turns on it: never two polls of
 one host in flight. A poll waiting for a pool worker or for its host's other check
 starts late; late polls are counted (:class:`~pssh.poll.results.Health`).
+
+The schedule, the health reports and every poll are procedures of the core
+(:mod:`pssh.core.waits`) and read its clock (:mod:`pssh.core.clock`): :meth:`Poller.run`
+drives them on gevent (:data:`~pssh.runners.gevent.RUNNER`) unless given another
+runner. On a :class:`~pssh.runners.virtual.VirtualRunner` an hour of polling takes
+milliseconds and every time is exact, whatever the machine's load.
 
 Memory stays flat: per (host, check) one schedule entry and its bucket state; results
 go to ``on_result`` and the sinks as they come and are not kept.
@@ -20,24 +26,24 @@ import logging
 import math
 import random
 import resource
-import time
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
-
-import gevent
-from gevent.event import Event
-from gevent.pool import Pool
+from typing import (TYPE_CHECKING, Any, Callable, Dict, List, Optional, Protocol, Sequence,
+                    Set, Tuple, Union)
 
 from pssh.clients.base.parallel import raise_open_file_limit
-from pssh.clients.native.jump import JumpHosts
-from pssh.clients.native.single import SSHClient
 from pssh.config import HostConfig
+from pssh.core import clock
+from pssh.core.deadlines import deadline_after
+from pssh.core.jump import JumpChain
+from pssh.core.waits import Event, Procedure, Slots, Spawn, Task, WaitFor
 from pssh.options import ConnectOptions, ssh_config_of
 from pssh.poll.buckets import Buckets, HostState, spread
 from pssh.poll.checks import Check
 from pssh.poll.health import HealthCounters
 from pssh.poll.results import DOWN, FAILED, OK, TIMEOUT, Health, PollResult, Value
-from pssh.poll.sessions import Backoff, HostDown, HostSession, PollTimeout, reason_of
+from pssh.poll.sessions import (Backoff, Connector, HostDown, HostSession, PollTimeout,
+                                reason_of)
+from pssh.runners.gevent import RUNNER
 from pssh.ssh_config import SSHConfig
 
 if TYPE_CHECKING:  # the sinks (HTTP clients) load when a program makes one
@@ -68,13 +74,21 @@ class _Bucket:
     def __init__(self, interval: float, workers: int) -> None:
         self.interval = interval
         self.heap: List[Tuple[float, int, _Entry]] = []
-        self.pool = Pool(size=workers)
+        self.pool = Slots(workers)
         self.wake = Event()
 
     def push(self, due: float, seq: int, entry: _Entry) -> None:
         heapq.heappush(self.heap, (due, seq, entry))
         if self.heap[0][2] is entry:
             self.wake.set()  # due before what the scheduler sleeps for
+
+
+class Runner(Protocol):
+    """What drives the poller's procedures: ``run(procedure)`` to its end, in the calling
+    thread (:class:`~pssh.runners.gevent.GeventRunner`,
+    :class:`~pssh.runners.virtual.VirtualRunner`)."""
+
+    def run(self, procedure: Procedure) -> Any: ...
 
 
 class Poller:
@@ -90,14 +104,16 @@ class Poller:
     (default up to the slowest interval). ``stop_timeout``: how long stopping may take
     (polls in flight get half of it at most, the sinks' flush the rest). ``seed``: the
     jitter's random seed. ``timeout`` (parallel-ssh's) limits connecting and logging in;
-    each poll is bounded by its check's deadline.
+    each poll is bounded by its check's deadline. ``connector``: what makes a host's
+    connection (default :func:`~pssh.poll.sessions.connect_ssh`; a test's scripted
+    hosts stand in for SSH with one of their own, see
+    :class:`~pssh.poll.sessions.Connection`).
 
     Connection settings are :class:`~pssh.clients.ParallelSSHClient`'s (``user``,
     ``port``, ``pkey``, ``password``, ``host_config``, ``known_hosts``, ``ssh_config``,
-    ``proxy_*``, ``keepalive_seconds``, ``timeout``, ``num_retries`` ...), passed
-    through to each host's :class:`~pssh.clients.SSHClient`; the poller's defaults
-    differ in ``num_retries=1`` (it retries by itself, with backoff) and a connect
-    timeout of :data:`DEFAULT_CONNECT_TIMEOUT` s.
+    ``proxy_*``, ``keepalive_seconds``, ``timeout``, ``num_retries`` ...) and mean what
+    they mean there; the poller's defaults differ in ``num_retries=1`` (it retries by
+    itself, with backoff) and a connect timeout of :data:`DEFAULT_CONNECT_TIMEOUT` s.
     """
 
     def __init__(self, hosts: Sequence[str], checks: Sequence[Check], *,
@@ -109,7 +125,8 @@ class Poller:
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
                  reconnect_delay: float = 1.0, reconnect_max: Optional[float] = None,
                  stop_timeout: float = 10.0, seed: Optional[int] = None,
-                 encoding: str = "utf-8", **connect_settings) -> None:
+                 encoding: str = "utf-8", connector: Optional[Connector] = None,
+                 **connect_settings) -> None:
         if isinstance(hosts, (str, bytes)):
             raise TypeError("hosts must be a list of host names, not a string")
         self.hosts = list(hosts)
@@ -133,7 +150,7 @@ class Poller:
         self._rng = random.Random(seed)
         options = _options_of(connect_settings)
         config = ssh_config_of(ssh_config)  # parsed once for every host
-        self._jumps = JumpHosts(SSHClient)
+        self._jumps = JumpChain()
         slowest = max(b.slowest for b in self._all_buckets())
         self.sessions: Dict[str, HostSession] = {}
         for i, host in enumerate(self.hosts):
@@ -141,7 +158,8 @@ class Poller:
             backoff = Backoff(reconnect_delay, max(reconnect_delay, reconnect_max or slowest),
                               rng=self._rng.random)
             self.sessions[host] = HostSession(host, host_options, ssh_config=config or False,
-                                              jumps=self._jumps, backoff=backoff)
+                                              jumps=self._jumps, backoff=backoff,
+                                              connector=connector)
         self._entries = [_Entry(self.sessions[host], check,
                                 (check.buckets or self.buckets).state())
                          for host in self.hosts for check in self.checks]
@@ -151,12 +169,12 @@ class Poller:
             for interval in sorted({i for b in self._all_buckets() for i in b.intervals})}
         self._seq = itertools.count()
         self._counters = HealthCounters()
-        self._in_flight = 0
+        self._polls: Set[Task] = set()   # in flight
         self.sink_errors = 0
         self._stop = Event()
         self._running = False
         self._closed = False
-        self._offset = time.time() - time.monotonic()  # monotonic -> wall clock
+        self._offset = clock.wall() - clock.now()  # the schedule's clock -> time of day
         _enough_files(len(self.hosts) + 64)
 
     def _all_buckets(self) -> List[Buckets]:
@@ -164,26 +182,38 @@ class Poller:
 
     # -- running -------------------------------------------------------------------------
 
-    def run(self, duration: Optional[float] = None) -> None:
+    def run(self, duration: Optional[float] = None, runner: Optional[Runner] = None) -> None:
         """Poll until ``duration`` seconds have passed or :meth:`stop` is called, then
         finish: wait for polls in flight (up to half of ``stop_timeout``), flush and close the
-        sinks, close every connection. Blocks this greenlet; the hub runs the polls."""
+        sinks, close every connection. Blocks the calling greenlet while gevent runs the
+        polls; ``runner``: another runner of the core's procedures to drive it all with
+        (a :class:`~pssh.runners.virtual.VirtualRunner`, in tests)."""
         if self._closed or self._running:
             raise RuntimeError("this Poller has run already (or is running): make a new one")
         self._running = True
-        greenlets = []
+        (runner or RUNNER).run(self._main(duration))
+
+    def _main(self, duration: Optional[float]) -> Procedure[None]:
+        tasks: List[Task] = []
         try:
+            # The runner's clock from here on (a virtual one starts at its own zero).
+            self._offset = clock.wall() - clock.now()
+            self._counters.restart()
+            stop_at = deadline_after(duration)
             self._schedule_first()
-            greenlets = [gevent.spawn(self._schedule, b) for b in self._buckets.values()]
-            greenlets.append(gevent.spawn(self._report_health))
-            self._stop.wait(duration)
+            for bucket in self._buckets.values():
+                tasks.append((yield Spawn(self._schedule(bucket),
+                                          f"poll schedule {bucket.interval:g}s")))
+            tasks.append((yield Spawn(self._report_health(), "poll health")))
+            yield WaitFor(self._stop, stop_at)
         finally:
-            gevent.killall(greenlets)
-            self._finish()
+            for task in tasks:
+                task.cancel()
+            yield from self._finish()
 
     def _schedule_first(self) -> None:
         """Every (host, check) in its fastest bucket, first polls spread over its interval."""
-        now = time.monotonic()
+        now = clock.now()
         by_interval: Dict[float, List[_Entry]] = {}
         for entry in self._entries:
             by_interval.setdefault(entry.state.interval, []).append(entry)
@@ -192,46 +222,55 @@ class Poller:
             for entry, offset in zip(entries, offsets):
                 self._buckets[interval].push(now + offset, next(self._seq), entry)
 
-    def _schedule(self, bucket: _Bucket) -> None:
-        """Start each due poll in the bucket's pool (waiting for a free worker when full)."""
+    def _schedule(self, bucket: _Bucket) -> Procedure[None]:
+        """Start each due poll once the bucket's pool has a free worker."""
         while not self._stop.is_set():
-            if bucket.heap:
-                wait = bucket.heap[0][0] - time.monotonic()
-                if wait <= 0:
-                    due, _, entry = heapq.heappop(bucket.heap)
-                    bucket.pool.spawn(self._poll, entry, due, bucket.interval)
-                    continue
-            else:
-                wait = None
+            if bucket.heap and bucket.heap[0][0] <= clock.now():
+                yield from bucket.pool.take(None)   # full: wait for a poll to end
+                if self._stop.is_set():
+                    bucket.pool.give()
+                    return
+                due, _, entry = heapq.heappop(bucket.heap)
+                task = yield Spawn(self._poll(entry, due, bucket),
+                                   f"poll {entry.session.host} {entry.check.name}")
+                if not task.done.is_set():
+                    self._polls.add(task)
+                    task.done.subscribe(lambda task=task: self._polls.discard(task))
+                continue
             bucket.wake.clear()
-            bucket.wake.wait(wait)
+            yield WaitFor(bucket.wake, bucket.heap[0][0] if bucket.heap else None)
 
-    def _poll(self, entry: _Entry, due: float, interval: float) -> None:
-        self._in_flight += 1
+    def _poll(self, entry: _Entry, due: float, bucket: _Bucket) -> Procedure[None]:
+        """One poll, holding a worker of ``bucket``'s pool (taken by the scheduler)."""
+        lock = entry.session.lock
         try:
-            with entry.session.lock:  # the host's other checks take turns
+            yield from lock.enter(None)  # the host's other checks take turns
+            try:
                 if self._stop.is_set():
                     return
-                result = self._run_check(entry, due, interval)
+                result = yield from self._run_check(entry, due, bucket.interval)
+            finally:
+                lock.leave()
             entry.state.observe(result.response_time, result.status == OK,
                                 down=result.status == DOWN, at=result.time)
             self._emit(result)
         except Exception:  # a bug here must not take the pair off the schedule
             log.exception("%s: poll of check %s failed", entry.session.host, entry.check.name)
         finally:
-            self._in_flight -= 1
+            bucket.pool.give()
             self._reschedule(entry, due)
 
-    def _run_check(self, entry: _Entry, due: float, interval: float) -> PollResult:
+    def _run_check(self, entry: _Entry, due: float, interval: float
+                   ) -> Procedure[PollResult]:
         session, check = entry.session, entry.check
-        started = time.monotonic()
+        started = clock.now()
         values: Dict[str, Value] = {}
         error: Optional[str] = None
         exit_code: Optional[int] = None
         response_time: Optional[float] = None
         deadline = check.deadline(interval)
         try:
-            output = session.run(check.command, deadline, self.encoding)
+            output = yield from session.run(check.command, deadline, self.encoding)
         except HostDown as err:
             status, error = DOWN, str(err)
         except PollTimeout as err:
@@ -245,7 +284,7 @@ class Poller:
             response_time, exit_code = output.response_time, output.exit_code
             status, values, error = self._parse(entry, output.stdout, output.stderr, exit_code)
         if response_time is None:
-            response_time = time.monotonic() - started
+            response_time = clock.now() - started
         return PollResult(host=session.host, port=session.port, check=check.name,
                           values=values, time=due + self._offset,
                           started=started + self._offset, response_time=response_time,
@@ -270,7 +309,7 @@ class Poller:
             return
         interval = entry.state.interval
         next_due = due + interval
-        behind = time.monotonic() - next_due
+        behind = clock.now() - next_due
         if behind >= interval:
             rounds = math.floor(behind / interval)
             next_due += rounds * interval
@@ -295,11 +334,13 @@ class Poller:
                 self.sink_errors += 1
                 log.exception("sink %r failed to take a %s", sink, type(item).__name__)
 
-    def _report_health(self) -> None:
-        while not self._stop.wait(self.health_interval):
+    def _report_health(self) -> Procedure[None]:
+        while not (yield WaitFor(self._stop, deadline_after(self.health_interval))):
+            if self._stop.is_set():   # due as the run ends: the last report says it all
+                return
             # The wall clock may be stepped or slewed (NTP) during a long run: the
             # results' times follow it from here on; the schedule stays monotonic.
-            self._offset = time.time() - time.monotonic()
+            self._offset = clock.wall() - clock.now()
             self._emit(self._health(new_period=True))
 
     # -- state ---------------------------------------------------------------------------
@@ -322,7 +363,7 @@ class Poller:
         self._counters.reconnects = sum(max(0, s.connects - 1)
                                         for s in self.sessions.values())
         return self._counters.snapshot(per_bucket, len(down_hosts), self.sinks,
-                                       self._in_flight, new_period=new_period)
+                                       self.in_flight, new_period=new_period)
 
     @property
     def skipped(self) -> int:
@@ -332,7 +373,8 @@ class Poller:
 
     @property
     def in_flight(self) -> int:
-        return self._in_flight
+        """Polls started and not ended (waiting for their host's turn included)."""
+        return len(self._polls)
 
     # -- stopping ------------------------------------------------------------------------
 
@@ -347,29 +389,33 @@ class Poller:
         for bucket in self._buckets.values():
             bucket.wake.set()
         if not self._running and not self._closed:
-            self._finish()
+            RUNNER.run(self._finish())   # nothing in flight: it does not wait
 
-    def _finish(self) -> None:
+    def _finish(self) -> Procedure[None]:
         if self._closed:
             return
         self._closed = True
         self._stop.set()
-        deadline = time.monotonic() + self.stop_timeout
+        deadline = clock.now() + self.stop_timeout
         # Polls in flight get half of the time at most: a hung host's poll must not use
         # up what the sinks need to flush (after an outage their buffers are full).
-        polls_deadline = time.monotonic() + self.stop_timeout / 2
-        for bucket in self._buckets.values():
-            bucket.pool.join(timeout=max(0.0, polls_deadline - time.monotonic()))
-        for bucket in self._buckets.values():
-            if len(bucket.pool):
-                log.warning("%d polls of the %gs bucket still running after %g s: stopped",
-                            len(bucket.pool), bucket.interval, self.stop_timeout / 2)
-            bucket.pool.kill(block=True, timeout=2)
+        polls_deadline = clock.now() + self.stop_timeout / 2
+        for task in tuple(self._polls):
+            yield from task.join(polls_deadline)
+        late = tuple(self._polls)
+        if late:
+            log.warning("%d polls still running after %g s: stopped", len(late),
+                        self.stop_timeout / 2)
+            for task in late:
+                task.cancel()
+            stopped = clock.now() + 2
+            for task in late:
+                yield from task.join(stopped)
         self._emit(self._health(new_period=True))
         for sink in self.sinks:
             try:
-                sink.flush(max(1.0, deadline - time.monotonic()))
-                sink.close(max(1.0, deadline - time.monotonic()))
+                sink.flush(max(1.0, deadline - clock.now()))
+                sink.close(max(1.0, deadline - clock.now()))
             except Exception:
                 self.sink_errors += 1
                 log.exception("sink %r failed to flush or close", sink)
@@ -425,4 +471,4 @@ def _options_of(settings: dict) -> ConnectOptions:
     return ConnectOptions(**settings)
 
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "Poller"]
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "Poller", "Runner"]

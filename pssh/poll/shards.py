@@ -27,6 +27,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple, Un
 import gevent
 from gevent.event import Event
 
+from pssh.fanout.groups import group_for
 from pssh.fanout.poll import FORWARD_BOUND, FORWARD_INTERVAL, ShardSpec, portable_checks
 from pssh.poll.buckets import Buckets, HostState
 from pssh.poll.checks import Check
@@ -265,19 +266,9 @@ class ShardedPoller:
         """(the transport's group, how many shards, whether a shard that dies starts
         again): worker processes, or tasks on the Dask cluster (one per worker thread;
         Dask itself runs a task again when its worker is lost)."""
-        if self.processes is not None:
-            from pssh.fanout.process import ProcessGroup, worker_count
-            # Shards are killed as the scope ends: they had their time (see _poll).
-            return ProcessGroup(close_timeout=0), \
-                worker_count(self.processes, len(self.hosts)), True
-        from pssh.fanout.dask import DaskGroup
-        group = DaskGroup(self.scheduler, close_timeout=0)
-        try:
-            count = max(1, min(len(self.hosts), group.worker_threads()))
-        except BaseException:
-            group.close(timeout=0)
-            raise
-        return group, count, False
+        # Shards are killed as the scope ends: they had their time (see _poll).
+        workers = group_for(self.processes, self.scheduler, close_timeout=0)
+        return workers.group, workers.count(len(self.hosts)), workers.own_process
 
     def _finish(self) -> None:
         if self._closed:

@@ -131,7 +131,14 @@ class AsyncioRunner:
             # A task that cancels itself (a keepalive closing its lost link) is ending anyway.
             if job is not asyncio.current_task():
                 job.cancel()
+
+        def ended(_: asyncio.Future) -> None:
+            # Cancelled before it started, _run_task never ran: said here, or a join would
+            # wait for it to the end of its deadline.
+            if not task.done.is_set():
+                task.finished(exception=asyncio.CancelledError())
         task._cancel = cancel
+        job.add_done_callback(ended)
         return task
 
     async def _run_task(self, task: Task, procedure: Procedure) -> None:

@@ -106,7 +106,14 @@ class GeventRunner:
             # A task that cancels itself (a keepalive closing its lost link) is ending anyway.
             if greenlet is not gevent.getcurrent():
                 greenlet.kill(block=False)
+
+        def ended(_: gevent.Greenlet) -> None:
+            # Killed before it started, _run_task never ran: said here, or a join would
+            # wait for it to the end of its deadline.
+            if not task.done.is_set():
+                task.finished(exception=greenlet.exception or gevent.GreenletExit())
         task._cancel = cancel
+        greenlet.rawlink(ended)
         return task
 
     def _run_task(self, task: Task, procedure: Procedure) -> None:

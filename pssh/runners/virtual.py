@@ -2,7 +2,8 @@
 
 :class:`VirtualRunner` drives core procedures (:mod:`pssh.core.waits`) in the
 calling thread with a loop of its own over :mod:`selectors`, and installs its
-:class:`VirtualClock` as the core's clock (:mod:`pssh.core.clock`) while it runs.
+:class:`VirtualClock` as the core's clock (:mod:`pssh.core.clock`, the time of day
+included) while it runs.
 Real sockets stay real: a server's bytes wake their procedure as they arrive. When
 every procedure has waited ``idle`` real seconds without anything arriving, the
 clock jumps to the next time something is due (a :class:`~pssh.core.waits.Sleep`'s
@@ -22,6 +23,7 @@ import heapq
 import itertools
 import selectors
 import socket as _socket
+import time
 from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
@@ -40,13 +42,23 @@ class Cancelled(BaseException):
 
 
 class VirtualClock:
-    """Seconds that pass only when :meth:`jump` says so."""
+    """Seconds that pass only when :meth:`jump` says so.
 
-    def __init__(self, start: float = 0.0) -> None:
-        self._now = start
+    ``wall_start``: the time of day at virtual ``start`` (default: the real time when
+    the clock is made); :meth:`wall` moves on from it with the virtual seconds, and is
+    what :func:`pssh.core.clock.wall` reads while the runner runs.
+    """
+
+    def __init__(self, start: float = 0.0, wall_start: Optional[float] = None) -> None:
+        self._start = self._now = start
+        self.wall_start = time.time() if wall_start is None else wall_start
 
     def now(self) -> float:
         return self._now
+
+    def wall(self) -> float:
+        """The time of day: ``wall_start`` plus the virtual seconds passed since."""
+        return self.wall_start + (self._now - self._start)
 
     def jump(self, to: float) -> None:
         """Move the clock forward to ``to`` (never back)."""
@@ -123,7 +135,7 @@ class VirtualRunner:
         self._selector = selectors.DefaultSelector()   # a fresh one for each run
         self._spawned, self._background = [], []
         try:
-            with core_clock.using(self.clock.now):
+            with core_clock.using(self.clock.now, self.clock.wall):
                 while True:
                     while self._ready:
                         self._step(*self._ready.popleft())

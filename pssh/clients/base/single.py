@@ -22,14 +22,14 @@ import os
 import shlex
 import warnings
 import weakref
-from typing import Any, Iterable, Iterator, List, Optional, Union
+from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
 
 from gevent import socket
 
 from pssh import exceptions as exc
 from pssh.core.cancel import new_marker, with_marker
 from pssh.clients.common import _validate_api, _validate_pkey
-from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer, split_lines
+from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer
 from pssh.core import commands as core_commands
 from pssh.core.auth import DEFAULT_IDENTITIES, Credentials, LoginMethods, login, \
     login_retrying
@@ -39,8 +39,8 @@ from pssh.core.link import Link
 from pssh.core.waits import Blocking, pause
 from pssh.core.deadlines import deadline_after
 from pssh.core.keys import read_key_file
+from pssh.core.lines import MAX_LINE, LongLines, split_lines
 from pssh.core.settings import decided
-from pssh.core.tree import Refused, checked_name, refused_message
 from pssh.options import ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
 from pssh.runners import RUNNERS
@@ -648,20 +648,28 @@ class BaseSSHClient(PollMixIn):
     # -- output ----------------------------------------------------------------------
 
     def read_output(self, stdout_buffer: ConcurrentRWBuffer,
-                    timeout: Optional[float] = None) -> Iterator[bytes]:
+                    timeout: Optional[float] = None, max_line: Optional[int] = MAX_LINE,
+                    on_split: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
         """Lines (bytes) of a stream buffer as they come; the whole iteration bounded by
-        ``timeout`` (:class:`~pssh.exceptions.Timeout`)."""
-        return self._read_output_buffer(stdout_buffer, timeout=timeout)
+        ``timeout`` (:class:`~pssh.exceptions.Timeout`). A line longer than ``max_line``
+        bytes (None: no limit) comes in pieces of that size; ``on_split()`` is called
+        for each (by default the first is logged as a warning naming the host)."""
+        return self._read_output_buffer(stdout_buffer, timeout, max_line, on_split)
 
     def read_stderr(self, stderr_buffer: ConcurrentRWBuffer,
-                    timeout: Optional[float] = None) -> Iterator[bytes]:
+                    timeout: Optional[float] = None, max_line: Optional[int] = MAX_LINE,
+                    on_split: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
         """As :meth:`read_output`, for the standard error buffer."""
-        return self._read_output_buffer(stderr_buffer, timeout=timeout)
+        return self._read_output_buffer(stderr_buffer, timeout, max_line, on_split)
 
     def _read_output_buffer(self, _buffer: ConcurrentRWBuffer,
-                            timeout: Optional[float] = None) -> Iterator[bytes]:
+                            timeout: Optional[float] = None,
+                            max_line: Optional[int] = MAX_LINE,
+                            on_split: Optional[Callable[[], None]] = None) -> Iterator[bytes]:
         # The deadline starts when iteration starts, as the caller expects.
-        yield from split_lines(_buffer.chunks(deadline_after(timeout)))
+        if on_split is None:
+            on_split = LongLines(self.host, max_line)
+        yield from split_lines(_buffer.chunks(deadline_after(timeout)), max_line, on_split)
 
     def read_output_buffer(self, output_buffer: Iterable[bytes], prefix: Optional[str] = None,
                            callback=None, callback_args=None, encoding: str = "utf-8",
@@ -730,11 +738,18 @@ class BaseSSHClient(PollMixIn):
     def _scp_send_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
         raise NotImplementedError
 
+    def _download_tree(self, remote_dir: str, local_dir: str, sftp, encoding: str,
+                       fetch, error, names: Optional[Iterable[bytes]] = None) -> None:
+        raise NotImplementedError
+
+    def _sftp(self, sftp=None):
+        raise NotImplementedError
+
     def _copy_remote_dir(self, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
                          sftp, encoding: str = "utf-8") -> None:
-        """parallel-ssh's step: ``copy_remote_file`` of every name in ``file_list`` (the
-        recursive copies themselves walk with :mod:`pssh.core.tree`). A name that is not
-        one path component is refused, as the core's walk refuses it."""
+        """parallel-ssh's step: copy what ``file_list`` names in ``remote_dir`` into
+        ``local_dir``, each file with ``copy_remote_file``. The core's walk does it
+        (:mod:`pssh.core.tree`), so there is one recursion with one set of checks."""
         self._fetch_names(self.copy_remote_file, file_list, remote_dir, local_dir, sftp,
                           encoding, exc.SFTPIOError)
 
@@ -746,19 +761,15 @@ class BaseSSHClient(PollMixIn):
 
     def _fetch_names(self, fetch, file_list: Iterable[bytes], remote_dir: str, local_dir: str,
                      sftp, encoding: str, error) -> None:
-        refused = []
-        for raw in file_list:
-            if raw in (b".", b".."):
-                continue
-            name, problem = checked_name(raw, encoding)
-            if problem is not None:
-                refused.append(Refused(f"{remote_dir}/{name}", problem))
-                continue
-            fetch("/".join([remote_dir, name]), os.path.join(local_dir, name), recurse=True,
-                  sftp=sftp, encoding=encoding)
-        if refused:
-            raise error("%s:%s: copying %s: %s", self.host, self.port, remote_dir,
-                        refused_message(refused), host=self.host, port=self.port)
+        # The names are the top level of one walk whose target is local_dir: each is
+        # checked as any entry (one path component; a local directory that leads out of
+        # local_dir, or a remote symlink to a directory, not entered), and the directories
+        # are walked there, not handed to fetch as new roots with checks of their own.
+        # Files go to fetch with parallel-ssh's arguments (its suite checks them).
+        def fetch_file(remote: str, local: str):
+            return in_greenlet(fetch, remote, local, recurse=True, sftp=sftp, encoding=encoding)
+        self._download_tree(remote_dir, local_dir, self._sftp(sftp), encoding, fetch_file,
+                            error, names=file_list)
 
     @staticmethod
     def _make_local_dir(dirpath: str) -> None:

@@ -258,6 +258,8 @@ class _Hosts:
             output.client.wait_finished(output)  # a lost worker: in output.exception
             if output.exception is not None:
                 raise output.exception
+            # The whole output, as it came: its lines are not cut (they are joined again).
+            output.max_line = None
             result.stdout = "\n".join(output.stdout)
             result.stderr = "\n".join(output.stderr)
             result.exit_code, result.exit_signal = output.exit_code, output.exit_signal

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import logging
 import weakref
-from typing import TYPE_CHECKING, Callable, List, Optional, Sequence, Union
+from typing import TYPE_CHECKING, List, Optional, Sequence, Union
 
 import gevent
 from gevent.pool import Pool
@@ -95,39 +95,28 @@ class ParallelSSHClient(BaseParallelSSHClient):
         #: The workers' side of the hosts, with ``processes=N`` or ``scheduler`` (None: the
         #: hosts run here).
         self._sharded: Optional[ShardedHosts] = None
-        if scheduler is not None:
-            if processes not in (None, 1):
-                raise ValueError("processes= and scheduler= are two ways of sharding the "
-                                 "hosts: give one")
-            self._shard_over_dask()
-        elif processes is not None and processes != 1:
-            self._shard_over_processes(processes)
+        # processes=1: the hosts run here, as without it (unless a scheduler is given).
+        sharding = None if processes == 1 else processes
+        if sharding is not None or scheduler is not None:
+            self._shard_over(sharding, scheduler)
 
     # -- processes=N, scheduler=: the hosts handed to workers (pssh.fanout) -----------------
 
-    def _shard_over_processes(self, processes: Union[int, str]) -> None:
+    def _shard_over(self, processes: Union[int, str, None], scheduler: Optional[object]) -> None:
+        """Host ``i`` to worker ``i % count`` of the transport ``processes`` or
+        ``scheduler`` asks for."""
         # Imported here: subprocess and pickle cost every program that imports pssh.clients
         # a few milliseconds of start-up, and most never shard.
-        from pssh.fanout.process import ProcessGroup, worker_count
-        worker_count(processes, len(self.hosts))  # a bad ``processes`` is refused here
-        self._shard_over(ProcessGroup(), lambda: worker_count(processes, len(self.hosts)))
-
-    def _shard_over_dask(self) -> None:
-        from pssh.fanout.dask import DaskGroup
-        group = DaskGroup(self.scheduler)
-        threads = group.worker_threads()
-        self._shard_over(group, lambda: max(1, min(threads, len(self.hosts))),
-                         kind="Dask task", own_process=False)
-
-    def _shard_over(self, group, count: Callable[[], int], **kwargs) -> None:
-        """Host ``i`` to worker ``i % count()`` of ``group``."""
+        from pssh.fanout.groups import group_for
         from pssh.fanout.run.hosts import ShardedHosts, round_robin
+        workers = group_for(processes, scheduler)
         # The group is the workers' scope: it ends with this client (close() stops the
         # workers, the next use starts new ones).
-        self._finalizer = weakref.finalize(self, group.close)
+        self._finalizer = weakref.finalize(self, workers.group.close)
         self._sharded = sharded = ShardedHosts(
-            group, lambda: round_robin(count(), len(self.hosts)), lambda: self.hosts,
-            self._host_options, self._ssh_config, self.pool_size, **kwargs)
+            workers.group, lambda: round_robin(workers.count(len(self.hosts)), len(self.hosts)),
+            lambda: self.hosts, self._host_options, self._ssh_config, self.pool_size,
+            kind=workers.kind, own_process=workers.own_process)
         self._size_pool(sharded)
 
     def _size_pool(self, sharded: ShardedHosts) -> None:

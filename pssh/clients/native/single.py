@@ -24,6 +24,7 @@ from pssh.clients.native.transfer import TransferMixin
 from pssh.core import commands as core_commands
 from pssh.core.establish import dialer, forward_agent
 from pssh.core.handshake import check_host_key, start_session
+from pssh.core.jump import route
 from pssh.core.keepalive import start_keepalive
 from pssh.core.link import Link
 from pssh.core.waits import Task
@@ -150,9 +151,8 @@ class SSHClient(TransferMixin, BaseSSHClient):
                 hops, ssh_config=self._ssh_config or False, _jump_hosts=self._jumps,
                 _options=options))
         except Exception as err:
-            route = ", ".join(f"{h}:{p}" if p else h for _, h, p in hops)
-            raise exc.ProxyError("%s:%s: jump host %s failed: %s", self.host, self.port, route,
-                                 err, host=self.host, port=self.port) from err
+            raise exc.ProxyError("%s:%s: jump host %s failed: %s", self.host, self.port,
+                                 route(hops), err, host=self.host, port=self.port) from err
 
     def _init_session(self, retries: int = 1) -> None:
         """A new session on ``self.sock``: handshake (retried on a new connection, as

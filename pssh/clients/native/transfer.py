@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import os
 import posixpath
-from typing import TYPE_CHECKING, Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Optional
 
 from pssh import exceptions as exc
 from pssh.clients.base.single import BaseSSHClient, in_greenlet, on_this_host
@@ -82,24 +82,31 @@ class TransferMixin(_Client):
 
     def _copy_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
         """Upload a local tree over SFTP (modes kept, set once the contents are in)."""
-        self._run(core_tree.upload(self._link, sftp, local_dir, remote_dir,
-                                   lambda local, remote: in_greenlet(self.sftp_put, sftp,
-                                                                     local, remote)))
+        refused = self._run(core_tree.upload(
+            self._link, sftp, local_dir, remote_dir,
+            lambda local, remote: in_greenlet(self.sftp_put, sftp, local, remote)))
+        self._raise_refused(refused, f"{local_dir} to {remote_dir}", exc.SFTPIOError)
 
     def _scp_send_dir(self, local_dir: str, remote_dir: str, sftp) -> None:
         """Upload a local tree file by file over SCP, directories made over SFTP."""
-        self._run(core_tree.upload(self._link, sftp, local_dir, remote_dir,
-                                   lambda local, remote: in_greenlet(self._scp_send, local,
-                                                                     remote)))
+        refused = self._run(core_tree.upload(
+            self._link, sftp, local_dir, remote_dir,
+            lambda local, remote: in_greenlet(self._scp_send, local, remote)))
+        self._raise_refused(refused, f"{local_dir} to {remote_dir}", exc.SCPError)
 
     def _download_tree(self, remote_dir: str, local_dir: str, sftp, encoding: str,
-                       fetch, error) -> None:
+                       fetch, error, names: Optional[Iterable[bytes]] = None) -> None:
         """Download a remote tree, each file by ``fetch(remote, local)``; names the server
-        should not have sent are refused and raised at the end as ``error``."""
+        should not have sent are refused and raised at the end as ``error``. ``names``:
+        the top level as the caller listed it (see :func:`pssh.core.tree.download`)."""
         refused = self._run(core_tree.download(self._link, sftp, remote_dir, local_dir, fetch,
-                                               encoding))
+                                               encoding, names=names))
+        self._raise_refused(refused, remote_dir, error)
+
+    def _raise_refused(self, refused, what: str, error) -> None:
+        """``error`` naming this host and the entries a tree copy refused, if any."""
         if refused:
-            raise error("%s:%s: copying %s: %s", self.host, self.port, remote_dir,
+            raise error("%s:%s: copying %s: %s", self.host, self.port, what,
                         core_tree.refused_message(refused), host=self.host, port=self.port)
 
     def _sftp_readdir(self, dir_h) -> Iterator[bytes]:
@@ -128,6 +135,10 @@ class TransferMixin(_Client):
         decided as ``scp`` decides it: an existing remote directory receives the copy
         under the local name (``site`` to ``/srv/``: ``/srv/site``); a path that does not
         exist becomes the copy; one that ends in ``/`` must be a directory.
+
+        Nothing is written through a remote symlink below the target (a file or a
+        directory of the tree): the rest is copied, then
+        :class:`~pssh.exceptions.SFTPIOError` names what was not.
         """
         if os.path.isdir(local_file) and not recurse:
             raise ValueError(f"{local_file} is a directory: pass recurse=True")
@@ -139,7 +150,8 @@ class TransferMixin(_Client):
         destination = self._remote_paths_split(remote_file)
         if destination is not None and self._remote_stat(sftp, destination) is None:
             self.mkdir(sftp, destination)
-        self.sftp_put(sftp, local_file, remote_file, callback=callback)
+        target = self._run(core_sftp.upload_target(self._link, sftp, remote_file))
+        self.sftp_put(sftp, local_file, target, callback=callback)
         logger.info("copied %s to %s:%s", local_file, self.host, remote_file)
 
     def _scp_target(self, sftp, local_file: str, remote_file: str) -> str:
@@ -228,8 +240,10 @@ class TransferMixin(_Client):
     def scp_send(self, local_file: str, remote_file: str, recurse: bool = False,
                  sftp=None) -> None:
         """Upload with SCP. With ``recurse``, directories are copied file by file and
-        missing remote directories created over SFTP (SCP cannot). A ``remote_file``
-        ending in ``/`` is a directory to copy into."""
+        missing remote directories created over SFTP (SCP cannot), and nothing is written
+        through a remote symlink below the target (:class:`~pssh.exceptions.SCPError`
+        names it once the rest is copied). A ``remote_file`` ending in ``/`` is a
+        directory to copy into."""
         if os.path.isdir(local_file):
             if not recurse:
                 raise ValueError(f"{local_file} is a directory: pass recurse=True")

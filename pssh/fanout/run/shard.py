@@ -70,6 +70,7 @@ class Pump:
         self.output = output
         self.reader = channel_reader(output)
         self.credit = [0, 0]
+        self._asked = [False, False]  # streams the parent has asked for
         self.unlimited = False
         self.discard = False
         self._more = Event()  # credit granted, or told to drain
@@ -102,6 +103,12 @@ class Pump:
                           self.output.host, operation, err)
 
     def grant(self, stream: int, size: int) -> None:
+        if not self._asked[stream]:
+            # The parent reads this stream (it asks for it only when a reader of it wants
+            # more): from now on its output is held back for the parent, never dropped
+            # (pssh.core.streams), as it is for a reader in one process.
+            self._asked[stream] = True
+            self.reader.reading(stream, True)
         self.credit[stream] += size
         self._wake()
 
@@ -164,7 +171,9 @@ class Pump:
                     self._more.clear()
                     self._more.wait()
                 else:
-                    reader.read_or_wait()
+                    # Within the bound, unless told to send everything (a join): a stream
+                    # the parent has no credit for left is held back or dropped there.
+                    reader.read_or_wait(limited=not self.unlimited)
             send(("exit", self.command_id, reader.exit_code, reader.exit_signal))
         except Exception as err:
             log.debug("%s: output lost: %s", self.output.host, err)
