@@ -143,7 +143,6 @@ def key_file_attempts(session: Session, user: str, key_file: str, passphrase: st
     """
     set_patched_flag(session, LIBSSH2_FLAG_PUBLICKEY_NO_QUERY, True)
     key = read_key_file(key_file)
-    login = session.userauth_publickey_frommemory
     attempts = []
     if cert_file is not None:
         try:
@@ -155,10 +154,26 @@ def key_file_attempts(session: Session, user: str, key_file: str, passphrase: st
     else:
         certificate, cert_name = key.certificate, key_file + "-cert.pub"
     if certificate is not None:
-        attempts.append(Attempt(login, (user, key.data, passphrase, certificate),
-                                f"certificate {cert_name}"))
-    attempts.append(Attempt(login, (user, key.data, passphrase, key.public), f"key {key_file}"))
+        name = f"certificate {cert_name}"
+        attempts.append(Attempt(_named_login(session, name),
+                                (user, key.data, passphrase, certificate), name))
+    name = f"key {key_file}"
+    attempts.append(Attempt(_named_login(session, name), (user, key.data, passphrase,
+                                                          key.public), name))
     return attempts
+
+
+def _named_login(session: Session, name: str) -> Callable:
+    """``session.userauth_publickey_frommemory``, whose failure names ``name`` (the file
+    the key came from: the bindings' message can only say "key from memory")."""
+    def login(user: str, key: bytes, passphrase: str, public: Optional[bytes]) -> object:
+        try:
+            return session.userauth_publickey_frommemory(user, key, passphrase, public)
+        except ssh2_exc.SSH2Error as err:
+            err.message = f"{err.message} ({name})"
+            err.args = (err.message,) + err.args[1:]
+            raise
+    return login
 
 
 def key_data_attempt(session: Session, user: str, key_data: bytes, passphrase: str) -> Attempt:

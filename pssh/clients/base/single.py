@@ -36,7 +36,7 @@ from pssh.core.auth import DEFAULT_IDENTITIES, Credentials, LoginMethods, login,
 from pssh.core.connect import Destination, open_socket
 from pssh.core.handshake import Attempt, named
 from pssh.core.link import Link
-from pssh.core.waits import Blocking, pause
+from pssh.core.waits import Blocking, Procedure, pause
 from pssh.core.deadlines import deadline_after
 from pssh.core.keys import read_key_file
 from pssh.core.lines import MAX_LINE, LongLines, split_lines
@@ -242,6 +242,12 @@ def in_greenlet(method, *args, **kwargs):
     return (yield Blocking(method, args, kwargs))
 
 
+def _kept(client: "BaseSSHClient", *names: str) -> bool:
+    """Whether ``client``'s class keeps these methods as :class:`BaseSSHClient` has them."""
+    cls = type(client)
+    return all(getattr(cls, name) is getattr(BaseSSHClient, name) for name in names)
+
+
 class _ClientLogins:
     """The core's login order calls these; each is the client's overridable method, so
     that a program which replaces ``_agent_auth`` (say) keeps working."""
@@ -250,7 +256,12 @@ class _ClientLogins:
         self.client = client
 
     def key(self, key):
-        return in_greenlet(self.client._pkey_auth, key)
+        client = self.client
+        if _kept(client, "_pkey_auth", "_pkey_file_auth", "_pkey_from_memory"):
+            # No program replaced these steps: the login is the core's procedure, run
+            # where this one runs (no greenlet of its own for it, no nested run).
+            return client._pkey_login(key)
+        return in_greenlet(client._pkey_auth, key)
 
     def agent(self):
         return in_greenlet(self.client._agent_auth)
@@ -498,11 +509,21 @@ class BaseSSHClient(PollMixIn):
         if isinstance(pkey, str):
             return self._pkey_file_auth(pkey, password=self.passphrase or self.password)
         if pkey is self._pkey_data and self._pkey_file is not None:
-            # The key was read from this file: let libssh2 read the file and
-            # its .pub (deriving the public key in memory costs more CPU).
+            # The key was read from this file: log in with the file (its .pub beside it
+            # spares deriving the public key; a certificate beside it is tried first).
             return self._pkey_file_auth(self._pkey_file,
                                         password=self.passphrase or self.password)
         return self._pkey_from_memory(pkey)
+
+    def _pkey_login(self, pkey: Union[str, bytes]) -> Procedure[None]:
+        """What :meth:`_pkey_auth` does, as one procedure (for a class that keeps it)."""
+        methods = self._login_methods()
+        if isinstance(pkey, str) or (pkey is self._pkey_data and self._pkey_file is not None):
+            passphrase = self.passphrase or self.password
+            if passphrase is not None:
+                methods.creds.passphrase = passphrase
+            return methods.key_file(pkey if isinstance(pkey, str) else str(self._pkey_file))
+        return methods.key_data(pkey)
 
     def _agent_auth(self) -> None:
         self._run(self._login_methods().agent())
