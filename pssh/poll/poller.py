@@ -30,7 +30,6 @@ from gevent.pool import Pool
 
 from pssh.clients.base.parallel import raise_open_file_limit
 from pssh.clients.native.jump import JumpHosts
-from pssh.clients.native.single import SSHClient
 from pssh.config import HostConfig
 from pssh.options import ConnectOptions, ssh_config_of
 from pssh.poll.buckets import Buckets, HostState, spread
@@ -133,7 +132,7 @@ class Poller:
         self._rng = random.Random(seed)
         options = _options_of(connect_settings)
         config = ssh_config_of(ssh_config)  # parsed once for every host
-        self._jumps = JumpHosts(SSHClient)
+        self._jumps = JumpHosts()
         slowest = max(b.slowest for b in self._all_buckets())
         self.sessions: Dict[str, HostSession] = {}
         for i, host in enumerate(self.hosts):
