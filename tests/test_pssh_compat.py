@@ -278,37 +278,37 @@ def test_jump_host_failures(group, kw):
     assert isinstance(info.value, exc.ProxyTargetError) and no_target in str(info.value)
 
 
-def test_local_forwarder_carries_a_connection(group, kw):
+@pytest.fixture
+def forwarded(group, kw):
+    """(client, forwarder, local port): a LocalForwarder's server carrying connections to
+    the second host's sshd through a client of the first; shut down and closed after."""
     client = SSHClient(group.hosts[0], **kw)
     forwarder = LocalForwarder()
     forwarder.start()
     forwarder.started.wait()
     try:
         forwarder.enqueue(client, group.hosts[1], group.port)
-        port = forwarder.out_q.get(timeout=10)
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            assert sock.recv(100).startswith(b"SSH-2.0-OpenSSH")  # the far sshd's banner
-        assert isinstance(forwarder._servers[client], TunnelServer)
+        yield client, forwarder, forwarder.out_q.get(timeout=10)
     finally:
         forwarder.shutdown()
-    assert forwarder._servers == {}
+        client.close()
 
 
-def test_local_forwarder_stops_the_server_of_a_client_that_closed(group, kw):
-    client = SSHClient(group.hosts[0], **kw)
-    forwarder = LocalForwarder()
-    forwarder.start()
-    forwarder.started.wait()
-    try:
-        forwarder.enqueue(client, group.hosts[1], group.port)
-        port = forwarder.out_q.get(timeout=10)
-        client.close()   # the forwarder hears of it: no sweep to wait for
-        eventually(lambda: forwarder._servers == {}, what="the closed client's server gone")
-        with pytest.raises(ConnectionRefusedError):
-            socket.create_connection(("127.0.0.1", port), timeout=10).close()
-    finally:
-        forwarder.shutdown()
-    assert not forwarder.is_alive()
+def test_local_forwarder_carries_a_connection(forwarded):
+    client, forwarder, port = forwarded
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        assert sock.recv(100).startswith(b"SSH-2.0-OpenSSH")  # the far sshd's banner
+    assert isinstance(forwarder._servers[client], TunnelServer)
+    forwarder.shutdown()
+    assert forwarder._servers == {} and not forwarder.is_alive()
+
+
+def test_local_forwarder_stops_the_server_of_a_client_that_closed(forwarded):
+    client, forwarder, port = forwarded
+    client.close()   # the forwarder hears of it: no sweep to wait for
+    eventually(lambda: forwarder._servers == {}, what="the closed client's server gone")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()
 
 
 # -- a tunnel that floods ----------------------------------------------------------------
