@@ -22,7 +22,7 @@ import logging
 from collections import deque
 from queue import Queue
 from threading import Event, Lock, Thread, current_thread
-from typing import Any, Deque, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, Optional
 
 from gevent import joinall
 from gevent.event import Event as GEvent
@@ -133,8 +133,7 @@ class LocalForwarder(Thread):
         self._hub = None
         self.started = Event()
         self.shutdown_triggered = Event()
-        self._to_stop: Deque[TunnelServer] = deque()  # for this thread to stop when it wakes
-        self._cleanup_wanted = False
+        self._calls: Deque[Callable[[], None]] = deque()  # for this thread, once woken
         # The hub's async watcher: the one thing another thread may touch to wake this one.
         self._wakeup: Any = None
         self._wakeup_lock = Lock()
@@ -148,6 +147,17 @@ class LocalForwarder(Thread):
             if self._wakeup is not None:
                 self._wakeup.send()
 
+    def _in_thread(self, call: Callable[[], None]) -> None:
+        """Make ``call`` in this thread, whose hub the servers' greenlets belong to: handed
+        over while it runs, made at once otherwise."""
+        if current_thread() is not self:
+            with self._wakeup_lock:
+                if self._wakeup is not None:  # running: it makes the call before it ends
+                    self._calls.append(call)
+                    self._wakeup.send()
+                    return
+        call()
+
     def enqueue(self, client, host: str, port: int) -> None:
         """Ask for a server forwarding to ``host:port`` through ``client``."""
         self.in_q.put((client, host, port))
@@ -158,13 +168,9 @@ class LocalForwarder(Thread):
         server = TunnelServer(client, host, port)
         self._servers[client] = server
         server.start()
-        client._link.on_close.append(self._client_closed)
+        # The client's connection closing (in whichever thread) stops its server.
+        client._link.on_close.append(lambda: self._in_thread(self._cleanup_servers))
         self.out_q.put(server.listen_port)
-
-    def _client_closed(self) -> None:
-        """A client's connection closed (in whichever thread closed it)."""
-        self._cleanup_wanted = True
-        self._wake()
 
     def run(self) -> None:
         self._hub = hub = get_hub()
@@ -177,27 +183,24 @@ class LocalForwarder(Thread):
         try:
             while not self.shutdown_triggered.is_set():
                 woken.clear()
-                self._stop_handed_over()
-                if self._cleanup_wanted:
-                    self._cleanup_wanted = False
-                    self._cleanup_servers()
+                self._make_calls()
                 if not self.in_q.empty():
                     self._start_server()
                     continue
-                woken.wait()  # until another thread calls _wake()
+                woken.wait()  # until another thread wakes us
         except Exception:
             logger.exception("the tunnel thread stops after an error")
             self.shutdown()
         finally:
             with self._wakeup_lock:
-                self._wakeup = None  # from now on, _stop_servers() stops servers itself
+                self._wakeup = None  # from now on, _in_thread() calls at once
             watcher.stop()
             watcher.close()
-            self._stop_handed_over()
+            self._make_calls()
 
-    def _stop_handed_over(self) -> None:
-        while self._to_stop:
-            self._to_stop.popleft().stop()
+    def _make_calls(self) -> None:
+        while self._calls:
+            self._calls.popleft()()
 
     def _cleanup_servers(self) -> None:
         for client in list(self._servers):
@@ -208,24 +211,13 @@ class LocalForwarder(Thread):
         """Stop the server of ``client`` and forget it."""
         server = self._servers.pop(client, None)
         if server is not None:
-            self._stop_servers([server])
-
-    def _stop_servers(self, servers: List[TunnelServer]) -> None:
-        """Stop ``servers`` in this thread (their greenlets belong to its hub): handed
-        over while it runs, else stopped at once."""
-        if current_thread() is not self:
-            with self._wakeup_lock:
-                if self._wakeup is not None:  # running: it stops them before it ends
-                    self._to_stop.extend(servers)
-                    self._wakeup.send()
-                    return
-        for server in servers:
-            server.stop()
+            self._in_thread(server.stop)
 
     def shutdown(self) -> None:
         """Stop every server and end the thread (waits for it)."""
         servers, self._servers = list(self._servers.values()), {}
-        self._stop_servers(servers)
+        for server in servers:
+            self._in_thread(server.stop)
         if self.started.is_set():
             self.shutdown_triggered.set()
             self._wake()
