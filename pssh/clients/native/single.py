@@ -28,6 +28,7 @@ from pssh.core.keepalive import start_keepalive
 from pssh.core.link import Link
 from pssh.core.waits import Task
 from pssh.options import ConnectOptions
+from pssh.runners.gevent import RUNNER
 from pssh.ssh_config import SSHConfig
 from ssh2.session import Session
 
@@ -130,8 +131,10 @@ class SSHClient(TransferMixin, BaseSSHClient):
         if self._jumps is None:
             self._jumps = JumpHosts()
         try:
-            return self._run(self._jumps.chain_links(hops, self.resolved.jump_options(),
-                                                     self._ssh_config))
+            # On the plain runner: a hop is resolved and reached under its own settings,
+            # not through this client's resolver (which filters by this host's ipv6_only).
+            return RUNNER.run(self._jumps.chain_links(hops, self.resolved.jump_options(),
+                                                      self._ssh_config))
         except Exception as err:
             route = ", ".join(f"{h}:{p}" if p else h for _, h, p in hops)
             raise exc.ProxyError("%s:%s: jump host %s failed: %s", self.host, self.port, route,
