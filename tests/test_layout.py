@@ -227,6 +227,48 @@ def test_no_constructor_makes_another_class(module):
     assert swapped == [], module
 
 
+#: Steps the core composes, by module: the connect sequence (pssh.core.establish's
+#: Dialer, begin_session, start_services, establish) and the forwarding (tunnels, relays,
+#: forward_connection, serve_local). A front end calls the compositions, or the core
+#: procedure of one step it lets programs replace (check_host_key, start_keepalive, the
+#: login order), never these: with them it would be composing the sequence again.
+COMPOSED_STEPS = {
+    "pssh.core.connect": {"open_socket"},
+    "pssh.core.handshake": {"handshake", "start_session"},
+    "pssh.core.establish": {"forward_agent"},
+    "pssh.core.forwarding": {"AgentForwarding", "open_tunnel", "recv", "relay", "send_all"},
+}
+
+
+def composed_steps_used(tree) -> list:
+    """The names of :data:`COMPOSED_STEPS` a module imports or reaches through a module it
+    imported (``from pssh.core import forwarding as f`` ... ``f.relay``)."""
+    used, aliases = [], {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in COMPOSED_STEPS:
+            used += [f"{node.module}.{a.name}" for a in node.names
+                     if a.name in COMPOSED_STEPS[node.module]]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                if f"{node.module}.{a.name}" in COMPOSED_STEPS:
+                    aliases[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in COMPOSED_STEPS:
+                    aliases[a.asname or a.name] = a.name
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            module = aliases.get(ast.unparse(node.value))
+            if module is not None and node.attr in COMPOSED_STEPS[module]:
+                used.append(f"{module}.{node.attr}")
+    return used
+
+
+@pytest.mark.parametrize("module", [m for m in sorted(GRAPH) if layer(m) != "pssh.core"])
+def test_front_ends_call_the_cores_compositions_not_their_steps(module):
+    assert composed_steps_used(TREES[module]) == [], module
+
+
 FANOUT_JOBS = ("pssh.fanout.run", "pssh.fanout.poll")
 FANOUT_SHARED = ("pssh.fanout", "pssh.fanout.link", "pssh.fanout.signals")
 
@@ -257,6 +299,13 @@ def test_the_checks_see_what_they_are_for():
                      "        if processes:\n            cls = Base.sharded_class\n"
                      "        return super().__new__(cls)\n")
     TREES["pssh.poll.example"] = tree
+    assert composed_steps_used(ast.parse(
+        "from pssh.core.handshake import Attempt, start_session\n"
+        "from pssh.core import forwarding as fw\nimport pssh.core.connect\n"
+        "fw.relay(link, chan, sock, 'x'); fw.serve_local(link, s, 'h', 1)\n"
+        "pssh.core.connect.open_socket(dest)\n")) == [
+        "pssh.core.handshake.start_session", "pssh.core.forwarding.relay",
+        "pssh.core.connect.open_socket"]
     try:
         with pytest.raises(AssertionError):
             test_nothing_private_is_imported_from_another_layer("pssh.poll.example")

@@ -2,6 +2,7 @@
 import gc
 import logging
 import socket
+import threading
 import time
 import warnings
 import weakref
@@ -16,6 +17,7 @@ from pssh.config import HostConfig
 from loopback import address, addresses
 from pssh.sshd import ServerGroup
 from pssh.utils import enable_host_logger, host_logger
+from waiting import eventually
 from ssh2 import exceptions as ssh2_exc
 
 
@@ -276,17 +278,124 @@ def test_jump_host_failures(group, kw):
     assert isinstance(info.value, exc.ProxyTargetError) and no_target in str(info.value)
 
 
-def test_local_forwarder_carries_a_connection(group, kw):
+@pytest.fixture
+def forwarded(group, kw):
+    """(client, forwarder, local port): a LocalForwarder's server carrying connections to
+    the second host's sshd through a client of the first; shut down and closed after."""
     client = SSHClient(group.hosts[0], **kw)
     forwarder = LocalForwarder()
     forwarder.start()
     forwarder.started.wait()
     try:
         forwarder.enqueue(client, group.hosts[1], group.port)
-        port = forwarder.out_q.get(timeout=10)
-        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
-            assert sock.recv(100).startswith(b"SSH-2.0-OpenSSH")  # the far sshd's banner
-        assert isinstance(forwarder._servers[client], TunnelServer)
+        yield client, forwarder, forwarder.out_q.get(timeout=10)
     finally:
         forwarder.shutdown()
-    assert forwarder._servers == {}
+        client.close()
+
+
+def test_local_forwarder_carries_a_connection(forwarded):
+    client, forwarder, port = forwarded
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        assert sock.recv(100).startswith(b"SSH-2.0-OpenSSH")  # the far sshd's banner
+    assert isinstance(forwarder._servers[client], TunnelServer)
+    forwarder.shutdown()
+    assert forwarder._servers == {} and not forwarder.is_alive()
+
+
+def test_local_forwarder_stops_the_server_of_a_client_that_closed(forwarded):
+    client, forwarder, port = forwarded
+    client.close()   # the forwarder hears of it: no sweep to wait for
+    eventually(lambda: forwarder._servers == {}, what="the closed client's server gone")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=10).close()
+
+
+# -- a tunnel that floods ----------------------------------------------------------------
+
+#: Bytes a flood may move before the test gives up on the timer: far more than moves in
+#: the loop's few turns before a short timer is due, whatever the machine's speed.
+FLOOD_CAP = 1 << 30
+
+
+@pytest.fixture
+def far_end(request):
+    """A loopback TCP server in a thread, the far end of a tunnel (as the SSH server sees
+    it: this machine): ``"down"`` sends without end to whoever connects, ``"up"`` reads
+    and drops without end; either until the connection closes."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def serve():
+        try:
+            peer, _ = listener.accept()
+        except OSError:
+            return
+        chunk = b"x" * 65536
+        with peer:
+            try:
+                while peer.send(chunk) if request.param == "down" else peer.recv(65536):
+                    pass
+            except OSError:
+                return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield request.param, listener.getsockname()[1]
+    listener.shutdown(socket.SHUT_RDWR)  # wakes an accept() still waiting
+    listener.close()
+    thread.join(60)
+
+
+@pytest.fixture
+def tunnel_to(group, kw):
+    """``tunnel_to(port)``: a TunnelServer on this thread's hub forwarding to 127.0.0.1:port
+    through a client of the first host; both closed after the test."""
+    made = []
+
+    def make(port):
+        client = SSHClient(group.hosts[0], **kw)
+        server = TunnelServer(client, "127.0.0.1", port)
+        made.append((client, server))
+        server.start()
+        return server
+    yield make
+    for client, server in made:
+        server.stop()
+        client.close()
+
+
+#: Bytes moved before the timer is armed: more than the sockets on the way buffer, so the
+#: relay is at work by then, whichever way the flood goes.
+FLOWING = 16 << 20
+
+
+def _flood(port: int, direction: str, hub, due: list) -> tuple:
+    """In a thread: connect to ``port`` and move bytes as fast as the tunnel takes them.
+    Once they flow, arm a timer on the tunnel's ``hub`` (noted in ``due``); stop when it
+    fired or after :data:`FLOOD_CAP` bytes. Returns (bytes moved, whether it fired)."""
+    fired = threading.Event()
+    moved = 0
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        chunk = b"y" * 65536
+        while not fired.is_set() and moved < FLOOD_CAP:
+            moved += sock.send(chunk) if direction == "up" else len(sock.recv(65536))
+            if moved >= FLOWING and not due:
+                due.append(moved)
+                hub.loop.run_callback_threadsafe(gevent.spawn_later, 0.05, fired.set)
+    return moved, fired.is_set()
+
+
+@pytest.mark.parametrize("far_end", ["down", "up"], indirect=True)
+def test_a_flooding_tunnel_leaves_the_loop_its_turns(far_end, tunnel_to):
+    """A tunnel whose far end (down) or local end (up) always has more to send must not
+    keep the tunnel's loop to itself: a timer armed on that loop mid-flood fires while
+    the flood goes on (the relay gives the loop its turns, pssh.core.link.Link.turn)."""
+    direction, port = far_end
+    server = tunnel_to(port)
+    due: list = []
+    hub = gevent.get_hub()
+    moved, fired = hub.threadpool.apply(_flood, (server.listen_port, direction, hub, due))
+    assert due and fired, f"the timer did not fire while {moved} bytes went {direction}"
+    assert server.exception is None

@@ -193,3 +193,59 @@ def test_a_jump_host_never_learns_the_targets_password(front_end, servers, tmp_p
         assert not [line for line in tried if "Failed" in line]
     else:
         assert tried == []
+
+
+def _fingerprint(public_key_file: str) -> str:
+    """OpenSSH's SHA256 fingerprint of a public key file, as sshd logs it."""
+    import base64
+    import hashlib
+    blob = base64.b64decode(open(public_key_file).read().split()[1])
+    return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("front_end, route", [("gevent", "proxy_host"),
+                                              ("gevent", "ProxyJump"),
+                                              ("asyncio", "ProxyJump")])
+def test_which_key_a_jump_host_is_offered(front_end, route, servers, tmp_path):
+    """The target's key (``pkey``, ``client_keys``) goes to a hop only through
+    parallel-ssh's ``proxy_host``, whose hop logs in with ``proxy_pkey``, else ``pkey``
+    (parallel-ssh 2.16). A ProxyJump hop logs in as OpenSSH's ``ssh -i KEY -J HOP``
+    (and asyncssh's tunnel) does: with its own identities (its ssh config entry's
+    IdentityFile), never offered the target's key."""
+    import asyncio
+    from conftest import trusting
+    from pssh import aio
+
+    hop, target = servers.servers
+    target_key, hop_key = servers.keys.private("ecdsa"), servers.keys.private("ed25519")
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host target\n    HostName {target.address}\n    ProxyJump hop\n"
+                      f"Host hop\n    HostName {hop.address}\n    IdentityFile {hop_key}\n"
+                      f"    IdentitiesOnly yes\nHost *\n    Port {target.port}\n")
+    known_hosts = trusting(tmp_path / "kh", servers)
+    since = len(hop.read_log(None))
+    if front_end == "gevent":
+        route_args = dict(proxy_host=hop.address, proxy_port=hop.port, ssh_config=False) \
+            if route == "proxy_host" else dict(ssh_config=str(config))
+        name = target.address if route == "proxy_host" else "target"
+        with SSHClient(name, port=target.port, pkey=target_key, allow_agent=False,
+                       known_hosts=known_hosts, num_retries=1, timeout=10,
+                       **route_args) as client:
+            assert list(client.run_command("echo through").stdout) == ["through"]
+    else:
+        async def main():
+            async with aio.connect("target", client_keys=[target_key], agent_path=None,
+                                   known_hosts=known_hosts, ssh_config=str(config),
+                                   connect_timeout=10) as conn:
+                return (await conn.run("echo through")).stdout
+        assert asyncio.run(main()) == "through\n"
+    hop_log = hop.read_log(None)[since:]
+    hop_keys = {_fingerprint(key + ".pub"): name
+                for key, name in ((target_key, "target's"), (hop_key, "hop's"))}
+    accepted = [name for fp, name in hop_keys.items() if any(
+        "Accepted publickey" in line and fp in line for line in hop_log.splitlines())]
+    offered = [name for fp, name in hop_keys.items() if fp in hop_log]
+    if route == "proxy_host":
+        assert accepted == offered == ["target's"]
+    else:
+        assert accepted == offered == ["hop's"]

@@ -159,9 +159,12 @@ async def _jump_chain(chain: JumpChain, resolved, opts: SSHClientConnectionOptio
     """The link of the last jump host (ssh_config's ProxyJump or ``tunnel="..."``), each hop
     reached through the one before and logged in by the core's sequence
     (:func:`~pssh.core.establish.establish`), with the hop's own settings: its user, its
-    ssh config entry, the keys given; never the target's password."""
+    ssh config entry. As asyncssh's and OpenSSH's hops, it logs in with the agent and its
+    own identity files: ``client_keys``, ``client_certs`` and the password are the
+    target's alone (``passphrase`` is shared, as asyncssh shares it)."""
     # "none": the hops themselves are reached directly (asyncssh's name for ProxyJump).
     hop_options = SSHClientConnectionOptions(opts, tunnel="none", password=None,
+                                             client_keys=None, client_certs=None,
                                              _settings=resolved.jump_options())
 
     def make(hop, via):

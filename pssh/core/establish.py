@@ -1,21 +1,25 @@
 """A logged-in connection to one host, from its settings: the sequence, composed once.
 
-connect (directly, or through a jump host's tunnel) → handshake → host key
-check (:func:`open_session`) → login → keepalives and agent forwarding
-(:func:`start_services`). :func:`establish` is all of it with the core's login
-order; ``pssh.aio`` runs :func:`open_session`, its own login (asyncssh's client
-callbacks may be coroutines) and :func:`start_services`; jump hosts of
-``pssh.aio`` are connected by :func:`establish` (:class:`pssh.core.jump.JumpChain`).
-parallel-ssh's client runs the same steps one by one from its own methods,
-which programs replace (``_connect``, ``_init_session``, ``_auth_retry``,
-``_keepalive``): each calls the core's procedure for its step.
+connect (directly, or through a jump host's tunnel: :class:`Dialer`) → handshake
+and host key check (:func:`begin_session`; the two: :func:`open_session`) → login
+→ keepalives, then agent forwarding (:func:`start_services`). :func:`establish` is
+all of it with the core's login order. Who runs what:
+
+- ``pssh.aio`` runs :func:`open_session`, its own login (asyncssh's client
+  callbacks may be coroutines), then :func:`start_services`;
+- parallel-ssh's client runs the same steps one by one from the methods programs
+  call and replace: ``_connect`` dials with a :class:`Dialer`, ``_init_session``
+  runs :func:`begin_session`, ``_auth_retry`` the login, ``_start_services``
+  :func:`start_services` (with the client's ``_keepalive`` as its keepalive step);
+- jump hosts of both front ends are connected by :func:`establish`
+  (:class:`pssh.core.jump.JumpChain`).
 """
 from __future__ import annotations
 
 import logging
 import os
 import socket
-from typing import Callable, Optional, Tuple
+from typing import Any, Callable, Optional, Tuple
 
 from pssh.core.auth import Credentials, LoginMethods, Logins, login_retrying
 from pssh.core.connect import Destination, open_socket
@@ -90,14 +94,12 @@ def open_session(host: str, resolved: Resolved, new_session: Callable, via: Opti
                  started: Optional[Callable[[Link], None]] = None,
                  verify: Optional[Callable[[Link], None]] = None
                  ) -> Procedure[Tuple[Link, Attempt]]:
-    """Connect to ``host`` (through ``via``'s server when given), handshake (retried on a
-    new connection), then check the host key: ``(link, attempt)``, the attempt being the
-    time left for the login. On any failure everything made so far is closed.
+    """Connect to ``host`` (through ``via``'s server when given), then
+    :func:`begin_session`: ``(link, attempt)``, the attempt being the time left for the
+    login. On any failure everything made so far is closed.
 
     ``login_timeout``: asyncssh's limit from the TCP connection to the end of the login
-    (kept in ``attempt.cap``). ``started(link)``: called once the session is up, before
-    the host key check (asyncssh's ``connection_made``). ``verify(link)``: the host key
-    check (default :func:`~pssh.core.handshake.check_host_key` under the host's policy).
+    (kept in ``attempt.cap``). ``started`` and ``verify``: as for :func:`begin_session`.
     """
     dest = Destination.of(host, resolved)
     attempt = attempt if attempt is not None else Attempt(resolved.connect_timeout)
@@ -105,12 +107,31 @@ def open_session(host: str, resolved: Resolved, new_session: Callable, via: Opti
     sock = yield from dial(1)
     if login_timeout is not None:
         attempt.cap_at(deadline_after(login_timeout))
+    link = yield from begin_session(dest, resolved, sock, new_session, attempt, dial,
+                                    started=started, verify=verify)
+    return link, attempt
+
+
+def begin_session(dest: Destination, resolved: Resolved, sock: socket.socket,
+                  new_session: Callable, attempt: Attempt, dial: Dialer, first_try: int = 1,
+                  *, started: Optional[Callable[[Link], None]] = None,
+                  verify: Optional[Callable[[Link], None]] = None) -> Procedure[Link]:
+    """The session on ``sock``, which ``dial`` connected: the handshake (retried on a new
+    connection from ``dial``, try ``first_try`` being this one), then the host key
+    check. The link owns the tunnel it runs over (``dial.tunnel``), which stops with it.
+    On any failure everything made so far is closed.
+
+    ``started(link)``: called once the session is up, before the host key check
+    (asyncssh's ``connection_made``). ``verify(link)``: the host key check (default
+    :func:`~pssh.core.handshake.check_host_key` under the host's policy).
+    """
     try:
-        link = yield from start_session(dest, resolved, sock, new_session, attempt, dial=dial)
+        link = yield from start_session(dest, resolved, sock, new_session, attempt, first_try,
+                                        dial=dial)
     except BaseException:
-        _cancel(getattr(dial, "tunnel", None))
+        _cancel(dial.tunnel)
         raise
-    if getattr(dial, "tunnel", None) is not None:
+    if dial.tunnel is not None:
         link.tasks.append(dial.tunnel)
     try:
         if started is not None:
@@ -122,15 +143,24 @@ def open_session(host: str, resolved: Resolved, new_session: Callable, via: Opti
     except BaseException:
         link.close()
         raise
-    return link, attempt
+    return link
 
 
-def start_services(link: Link, resolved: Resolved,
-                   agent_path: Optional[str] = None) -> Procedure[None]:
-    """What follows a login: keepalives, and agent forwarding when asked for (never to a
-    host whose key did not verify: :func:`forward_agent`)."""
+def start_services(link: Link, resolved: Resolved, agent_path: Optional[str] = None, *,
+                   keepalive: Optional[Callable[[], Procedure[Any]]] = None) -> Procedure[None]:
+    """What follows a login, in this order: keepalives, then agent forwarding when asked
+    for (never to a host whose key did not verify: :func:`forward_agent`).
+
+    Keepalives first: they are the connection's own upkeep (they notice a server that
+    stopped answering), wanted from the moment it is usable, and parallel-ssh starts them
+    right after the login (its ``_keepalive`` step); forwarding is a service for the
+    channels opened later. ``keepalive()``: a front end's own step for them
+    (parallel-ssh's overridable ``_keepalive``); by default :func:`start_keepalive` as the
+    settings say."""
     options = resolved.options
-    if options.keepalive_seconds:
+    if keepalive is not None:
+        yield from keepalive()
+    elif options.keepalive_seconds:
         yield from start_keepalive(link, options.keepalive_seconds,
                                    options.keepalive_count_max or 0)
     link.agent = forward_agent(link, agent_path) if options.forward_ssh_agent else None
@@ -161,5 +191,5 @@ def _cancel(task: Optional[Task]) -> None:
         task.cancel()
 
 
-__all__ = ["Dialer", "agent_path_of", "dialer", "establish", "forward_agent", "open_session",
-           "start_services"]
+__all__ = ["Dialer", "agent_path_of", "begin_session", "dialer", "establish", "forward_agent",
+           "open_session", "start_services"]

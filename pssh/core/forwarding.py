@@ -10,6 +10,10 @@ every other channel of that session.
 - a *tunnel* is a direct-tcpip channel relayed to one end of a socket pair: a
   session to a host behind a jump host runs over the other end as if it were a
   TCP connection (no listening socket, no thread);
+- a *local forward* (``ssh -L``) carries each connection accepted on a local port
+  over a direct-tcpip channel (:func:`forward_connection`; :func:`serve_local`
+  accepts them too): ``pssh.aio``'s ``forward_local_port`` and parallel-ssh's
+  ``TunnelServer`` both run it;
 - *agent forwarding* relays each agent channel the server opens to the local
   agent (``SSH_AUTH_SOCK``): remote programs use local keys, which never leave
   the agent;
@@ -26,7 +30,7 @@ from typing import TYPE_CHECKING, Callable, List, Optional, Tuple, Union
 from pssh.core import errors as exc
 from pssh.core.link import Link
 from pssh.core.streams import CommandStreams
-from pssh.core.waits import Procedure, Resolve, SocketIO, Spawn, Task
+from pssh.core.waits import Procedure, Resolve, Sleep, SocketIO, Spawn, Task
 from pssh.core.deadlines import Limit, UNSET
 from ssh2 import exceptions as ssh2_exc
 
@@ -142,6 +146,10 @@ def _upstream(streams: CommandStreams, sock: socket.socket, name: str,
             if not data:
                 break
             yield from streams.write(data)
+            # A local end that always has more, into a channel that always takes it,
+            # never waits: the loop's other work (timers, other hosts) gets its turn here.
+            # (The other direction gets it in streams.fill.)
+            yield from streams.link.turn()
         yield from streams.send_eof()
     except _ENDED as err:
         log.debug("%s: %s ended sending: %s", streams.link.host, name, err)
@@ -198,11 +206,32 @@ def open_tunnel(link: Link, host: str, port: int, timeout: Optional[float] = Non
     return ours, task
 
 
+def open_direct_retrying(link: Link, host: str, port: int,
+                         source: Tuple[str, int] = ("127.0.0.1", 22), tries: int = 1,
+                         retry_delay: float = 0.1) -> Procedure[Channel]:
+    """:func:`open_direct`, tried ``tries`` times in all while the connection is open:
+    ``retry_delay`` seconds before the second try, five times longer before each next
+    (parallel-ssh's tunnel server: 0.1, 0.5, 2.5 s)."""
+    delay = retry_delay
+    try_no = 1
+    while True:
+        try:
+            return (yield from open_direct(link, host, port, source=source))
+        except (exc.PSSHError, ssh2_exc.SSH2Error) as err:
+            if try_no >= tries or link.closed:
+                raise
+            log.warning("%s: cannot open a channel to %s:%s (try %s of %s): %s", link.host,
+                        host, port, try_no, tries, err)
+        yield Sleep(delay)
+        delay *= 5
+        try_no += 1
+
+
 def serve_local(link: Link, listener: socket.socket, dest_host: str,
                 dest_port: int) -> Procedure[None]:
     """``ssh -L``: accept connections on the non-blocking listening socket ``listener`` and
-    carry each to ``dest_host:dest_port`` as the server sees it, until cancelled (the
-    relays stop with it; the listener is the caller's to close)."""
+    carry each to ``dest_host:dest_port`` as the server sees it (:func:`forward_connection`),
+    until cancelled (the relays stop with it; the listener is the caller's to close)."""
     tasks: List[Task] = []
     try:
         while True:
@@ -213,21 +242,31 @@ def serve_local(link: Link, listener: socket.socket, dest_host: str,
                 continue
             sock.setblocking(False)
             tasks = [task for task in tasks if not task.done.is_set()]
-            tasks.append((yield Spawn(_forward_local(link, sock, address, dest_host,
-                                                     dest_port), "local forward")))
+            tasks.append((yield Spawn(forward_connection(link, sock, address, dest_host,
+                                                         dest_port), "local forward")))
     finally:
         for task in tasks:
             task.cancel()
 
 
-def _forward_local(link: Link, sock: socket.socket, address: Tuple[str, int], dest_host: str,
-                   dest_port: int) -> Procedure[None]:
+def forward_connection(link: Link, sock: socket.socket, address: Tuple[str, int],
+                       dest_host: str, dest_port: int, *, tries: int = 1,
+                       retry_delay: float = 0.1,
+                       failed: Optional[Callable[[BaseException], None]] = None
+                       ) -> Procedure[None]:
+    """One connection accepted for ``ssh -L`` from ``address``: a direct-tcpip channel to
+    ``dest_host:dest_port`` as the server sees it (:func:`open_direct_retrying`), relayed
+    to the non-blocking ``sock`` until both directions end. A channel that cannot be
+    opened closes ``sock``, is logged, and told to ``failed(error)`` if given."""
     try:
         source = address if isinstance(address, tuple) else ("127.0.0.1", 0)
-        channel = yield from open_direct(link, dest_host, dest_port, source=source[:2])
+        channel = yield from open_direct_retrying(link, dest_host, dest_port, source[:2],
+                                                  tries, retry_delay)
     except (exc.PSSHError, ssh2_exc.SSH2Error) as err:
         log.warning("%s: forwarding to %s:%s failed: %s", link.host, dest_host, dest_port, err)
         sock.close()
+        if failed is not None:
+            failed(err)
         return
     yield from relay(link, channel, sock, f"local forward to {dest_host}:{dest_port}")
 
@@ -329,6 +368,6 @@ def relay_to(link: Link, channel: Channel, host: str, port: int) -> Procedure[No
     yield from relay(link, channel, sock, f"forward to {host}:{port}")
 
 
-__all__ = ["AgentForwarding", "accept_loop", "connect_local", "listen_remote", "open_direct",
-           "open_tunnel", "recv", "relay", "relay_to", "send_all", "serve_local",
-           "connect_first"]
+__all__ = ["AgentForwarding", "accept_loop", "connect_first", "connect_local",
+           "forward_connection", "listen_remote", "open_direct", "open_direct_retrying",
+           "open_tunnel", "recv", "relay", "relay_to", "send_all", "serve_local"]

@@ -7,10 +7,10 @@ created once however many procedures ask at the same time; a hop that failed
 is forgotten, so a later call tries again, and a hop found closed is
 connected afresh.
 
-What a hop connection is belongs to the front end (parallel-ssh's
-``SSHClient``, an asyncio connection): the ``make(hop, via)`` procedure given to
-:meth:`JumpChain.chain` makes one, and it has ``closed`` (or ``session``) and
-``close()``.
+The ``make(hop, via)`` procedure given to :meth:`JumpChain.chain` makes a hop's
+connection with the hop's settings as its front end resolves them; both front ends
+make it with :func:`pssh.core.establish.establish` (a :class:`~pssh.core.link.Link`).
+Anything with ``closed`` (or ``session``) and ``close()`` will do.
 """
 from __future__ import annotations
 

@@ -297,9 +297,9 @@ def _jump_hops(options: ConnectOptions, port: int) -> Tuple[Hop, ...]:
     return ()
 
 
-#: Settings a jump host takes from its target. Its credentials are parallel-ssh's
-#: ``proxy_*`` ones, else the target's key (a key only signs for the session it is
-#: used on); never the target's password, which a hop has no business learning.
+#: Settings a jump host takes from its target. Its credentials are its own (see
+#: :meth:`Resolved.jump_options`); never the target's password, which a hop has no
+#: business learning.
 _JUMP_INHERITS = ("passphrase", "num_retries", "retry_delay", "timeout", "connect_timeout",
                   "request_timeout", "allow_agent", "identity_auth", "keepalive_seconds",
                   "keepalive_count_max", "known_hosts", "host_key_policy", "compress",
@@ -323,13 +323,19 @@ class Resolved:
     jump_hops: Tuple[Hop, ...] = field(default=())
 
     def jump_options(self) -> ConnectOptions:
-        """Options for the jump hosts: parallel-ssh's ``proxy_*`` settings, else the target's
-        key (its password never: ``proxy_password`` only, as parallel-ssh does);
-        keepalives and host key checks as for the target."""
+        """Options for the jump hosts; keepalives and host key checks as for the target.
+
+        Their password is ``proxy_password``, never the target's (parallel-ssh 2.16 sent
+        a hop the target's password). Their key is ``proxy_pkey``; without one, the hop
+        of parallel-ssh's ``proxy_host`` logs in with the target's ``pkey``, as parallel-ssh
+        2.16 does (and its own tests need), while ProxyJump hops log in as OpenSSH's do
+        (``ssh -i KEY -J HOP`` runs the hop's ``ssh`` without ``-i``): with the agent and
+        their own identity files (their ssh config entry's, else the default files),
+        never offered the target's key."""
         o = self.options
+        pkey = o.proxy_pkey if o.proxy_pkey is not None else o.pkey if o.proxy_host else None
         return ConnectOptions(
-            password=o.proxy_password,
-            pkey=o.proxy_pkey if o.proxy_pkey is not None else o.pkey,
+            password=o.proxy_password, pkey=pkey,
             proxy_jump="none", **{name: getattr(o, name) for name in _JUMP_INHERITS})
 
 

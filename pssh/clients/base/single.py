@@ -3,11 +3,14 @@
 :class:`BaseSSHClient` keeps parallel-ssh's structure, whose steps programs
 and tests call and replace: ``_connect`` -> ``_init_session`` ->
 ``_auth_retry`` (``auth``: ``_pkey_auth``, ``_agent_auth``,
-``_identity_auth``, ``_password_auth``) -> ``_keepalive``. Each step runs the
-core's procedure for it (:mod:`pssh.core`) on the gevent runner, in the calling
-greenlet; the order of login methods and every retry are the core's.
-:class:`pssh.clients.native.single.SSHClient` adds jump hosts, agent
-forwarding and transfers.
+``_identity_auth``, ``_password_auth``) -> ``_start_services`` (``_keepalive``,
+then agent forwarding). Each step runs the core's procedure for it
+(:mod:`pssh.core.establish`: a :class:`~pssh.core.establish.Dialer`,
+:func:`~pssh.core.establish.begin_session`, the login order,
+:func:`~pssh.core.establish.start_services`) on the gevent runner, in the calling
+greenlet; the order of login methods, of the services, and every retry are the
+core's. :class:`pssh.clients.native.single.SSHClient` adds jump hosts and
+transfers.
 
 Retries follow parallel-ssh's ``num_retries``: at most that many attempts
 (at least one) to resolve and connect, to handshake, and to log in, with
@@ -33,10 +36,11 @@ from pssh.clients.reader import ChannelReader, ConcurrentRWBuffer
 from pssh.core import commands as core_commands
 from pssh.core.auth import DEFAULT_IDENTITIES, Credentials, LoginMethods, login, \
     login_retrying
-from pssh.core.connect import Destination, open_socket
+from pssh.core.connect import Destination
+from pssh.core.establish import Dialer, dialer, start_services
 from pssh.core.handshake import Attempt, named
 from pssh.core.link import Link
-from pssh.core.waits import Blocking, Procedure, pause
+from pssh.core.waits import Blocking, Procedure, Task, pause
 from pssh.core.deadlines import deadline_after
 from pssh.core.keys import read_key_file
 from pssh.core.lines import MAX_LINE, LongLines, split_lines
@@ -287,6 +291,13 @@ class BaseSSHClient(PollMixIn):
     #: ssh config names IdentityFiles (OpenSSH's order; the core's default).
     IDENTITIES = DEFAULT_IDENTITIES
 
+    # Set while connecting; class defaults for subclasses that bypass __init__ (as
+    # parallel-ssh's own tests do).
+    #: The connection this one is tunnelled through (a jump host's), None when direct.
+    _via: Optional[Link] = None
+    #: The tunnel ``sock`` runs over until a session on it owns it (None when direct).
+    _tunnel: Optional[Task] = None
+
     def __init__(self, host: str, user: Optional[str] = None, password: Optional[str] = None,
                  port: Optional[int] = None, pkey: Union[str, bytes, None] = None,
                  alias: Optional[str] = None, num_retries: Optional[int] = None,
@@ -377,19 +388,24 @@ class BaseSSHClient(PollMixIn):
                 and socket is _GEVENT_SOCKET)
 
     def _init(self) -> None:
-        """Connect, handshake, log in, start keepalives; on any failure release everything."""
+        """Connect, handshake, log in, start the services; on any failure release
+        everything. The steps are the core's (:mod:`pssh.core.establish`), each called
+        from the method programs replace."""
         try:
             self._connect(self._host, self._port)
             self._init_session()
             self._auth_retry()
-            self._after_auth()
-            self._keepalive()
+            self._start_services()
         except BaseException:
             self._disconnect()
             raise
 
-    def _after_auth(self) -> None:
-        """What follows a login (agent forwarding, in the native client)."""
+    def _start_services(self) -> None:
+        """What follows the login, in the core's order
+        (:func:`~pssh.core.establish.start_services`): keepalives through this client's
+        ``_keepalive`` (parallel-ssh's step), then agent forwarding if asked for."""
+        self._run(start_services(self._link, self.resolved,
+                                 keepalive=lambda: in_greenlet(self._keepalive)))
 
     # -- connecting ----------------------------------------------------------------
 
@@ -433,12 +449,26 @@ class BaseSSHClient(PollMixIn):
     def _attempt_left(self) -> Optional[float]:
         return self._attempt.left()
 
-    def _connect(self, host: str, port: int, retries: int = 1) -> None:
-        """Open ``self.sock`` to ``host:port``, trying each address it resolves to."""
-        self._start_attempt()
+    def _dial(self, host: str, port: int) -> Dialer:
+        """The core's way to ``host:port``: directly, or through ``_via``'s server."""
         dest = self._destination()
         dest.hostname, dest.port = host, port
-        self.sock = self._run(open_socket(dest, retries))
+        return dialer(dest, self._via, self._attempt)
+
+    def _connect(self, host: str, port: int, retries: int = 1) -> None:
+        """Open ``self.sock`` to ``host:port``, trying each address it resolves to (through
+        the jump host's tunnel when there is one): the core's
+        :class:`~pssh.core.establish.Dialer`."""
+        self._start_attempt()
+        self._drop_tunnel()  # a socket's left from before, which no session took over
+        dial = self._dial(host, port)
+        self.sock = self._run(dial(retries))
+        self._tunnel = dial.tunnel
+
+    def _drop_tunnel(self) -> None:
+        tunnel, self._tunnel = self._tunnel, None
+        if tunnel is not None:
+            tunnel.cancel()
 
     def _close_socket(self) -> None:
         sock, self.sock = self.sock, None

@@ -89,7 +89,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
         super().__init__(hosts, pool_size=pool_size, host_config=host_config,
                          ssh_config=ssh_config, _auth_thread_pool=_auth_thread_pool,
                          _options=options_of(locals()))
-        self._jumps = JumpHosts(SSHClient)
+        self._jumps = JumpHosts()
         self.processes, self.scheduler = processes, scheduler
         self.runner = runner_kind(runner)
         #: The workers' side of the hosts, with ``processes=N`` or ``scheduler`` (None: the

@@ -22,13 +22,14 @@ from pssh.clients.base.single import BaseSSHClient, options_of
 from pssh.clients.native.jump import JumpHosts
 from pssh.clients.native.transfer import TransferMixin
 from pssh.core import commands as core_commands
-from pssh.core.establish import dialer, forward_agent
-from pssh.core.handshake import check_host_key, start_session
+from pssh.core.establish import begin_session
+from pssh.core.handshake import check_host_key
 from pssh.core.jump import route
 from pssh.core.keepalive import start_keepalive
 from pssh.core.link import Link
 from pssh.core.waits import Task
 from pssh.options import ConnectOptions
+from pssh.runners.gevent import RUNNER
 from pssh.ssh_config import SSHConfig
 from ssh2.session import Session
 
@@ -89,11 +90,8 @@ class SSHClient(TransferMixin, BaseSSHClient):
     """
 
     # Set by __init__; class defaults for subclasses that bypass it (parallel-ssh allows).
-    _via: Optional["SSHClient"] = None
     _jumps: Optional[JumpHosts] = None
     _own_jumps = True
-    _tunnel: Optional[Task] = None
-    _agent = None
 
     def __init__(self, host: str, user: Optional[str] = None, password: Optional[str] = None,
                  port: Optional[int] = None, pkey: Union[str, bytes, None] = None,
@@ -115,7 +113,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
                  kex_algorithms: Optional[str] = None,
                  connect_timeout: Optional[float] = None,
                  request_timeout: Optional[float] = None,
-                 _via: Optional["SSHClient"] = None,
+                 _via: Optional[Link] = None,
                  _options: Optional[ConnectOptions] = None, runner: Optional[str] = None) -> None:
         self._via = _via
         self._own_jumps = _jump_hosts is None
@@ -124,49 +122,45 @@ class SSHClient(TransferMixin, BaseSSHClient):
                          runner=runner)
 
     # -- connecting ----------------------------------------------------------------
+    # Each step calls the core's (pssh.core.establish); the base class runs them in the
+    # core's order. Here: jump hosts, and the session on the connected socket.
 
     def _connect(self, host: str, port: int, retries: int = 1) -> None:
         if self._via is None and self.resolved.jump_hops:
             self._via = self._connect_jump_hosts()
-        if self._via is None:
-            return super()._connect(host, port, retries)
-        self._start_attempt()
-        dial = self._dial()
-        self.sock = self._run(dial(retries))
-        self._tunnel = dial.tunnel
+        super()._connect(host, port, retries)
 
-    def _dial(self):
-        """How to get a socket to the target (through the jump host when there is one)."""
-        dest = self._destination()
-        dest.hostname, dest.port = self._host, self._port
-        return dialer(dest, self._via._link if self._via is not None else None, self._attempt)
-
-    def _connect_jump_hosts(self) -> "SSHClient":
+    def _connect_jump_hosts(self) -> Link:
+        """The connection of the last jump host, each hop logged in by the core's
+        sequence and shared with every target behind it (:class:`JumpHosts`)."""
         hops = self.resolved.jump_hops
         if self._jumps is None:
-            self._jumps = JumpHosts(SSHClient)
-        options = self.resolved.jump_options()
+            self._jumps = JumpHosts()
         try:
-            return self._run(self._jumps.chain_clients(
-                hops, ssh_config=self._ssh_config or False, _jump_hosts=self._jumps,
-                _options=options))
+            # On the plain runner: a hop is resolved and reached under its own settings,
+            # not through this client's resolver (which filters by this host's ipv6_only).
+            return RUNNER.run(self._jumps.chain_links(hops, self.resolved.jump_options(),
+                                                      self._ssh_config))
         except Exception as err:
             raise exc.ProxyError("%s:%s: jump host %s failed: %s", self.host, self.port,
                                  route(hops), err, host=self.host, port=self.port) from err
 
     def _init_session(self, retries: int = 1) -> None:
         """A new session on ``self.sock``: handshake (retried on a new connection, as
-        parallel-ssh does), then the host key check (never retried)."""
-        dial = self._dial()
+        parallel-ssh does), then the host key check (never retried): the core's
+        :func:`~pssh.core.establish.begin_session`."""
         assert self.sock is not None  # _connect() made it
-        link = self._run(start_session(self._destination(), self.resolved, self.sock,
-                                       _new_session, self._attempt, retries, dial=dial))
-        if dial.tunnel is not None:
-            self._tunnel = dial.tunnel
+        dial = self._dial(self._host, self._port)
+        dial.tunnel, self._tunnel = self._tunnel, None  # the session's link takes it over
+        self._run(begin_session(self._destination(), self.resolved, self.sock, _new_session,
+                                self._attempt, dial, retries, started=self._started,
+                                verify=lambda link: self._verify_host_key()))
+
+    def _started(self, link: Link) -> None:
+        """The session is up: it is this client's from now on."""
         self.sock, self.session = link.sock, link.session
         self.__dict__["_link_obj"] = link
         self._follow_connection()
-        self._verify_host_key()
 
     def _follow_connection(self) -> None:
         """Once the link closes (a lost server, say), so does the client: the parallel
@@ -185,10 +179,6 @@ class SSHClient(TransferMixin, BaseSSHClient):
     def _verify_host_key(self) -> None:
         check_host_key(self._link, self.resolved)
 
-    def _after_auth(self) -> None:
-        if self.forward_ssh_agent:
-            self._agent = forward_agent(self._link, None)
-
     def configure_keepalive(self) -> None:
         """Keepalives every ``keepalive_seconds`` (no replies asked)."""
         assert self.session is not None  # connected
@@ -202,7 +192,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
     # -- channels ----------------------------------------------------------------------
 
     def _open_session(self):
-        return self._run(core_commands.open_channel(self._link, self._agent))
+        return self._run(core_commands.open_channel(self._link, self._link.agent))
 
     def open_session(self):
         """A new session channel (agent forwarding requested on it when on);
@@ -224,7 +214,7 @@ class SSHClient(TransferMixin, BaseSSHClient):
                 raise exc.SessionError("%s:%s: the client is closed", self.host, self.port,
                                        host=self.host, port=self.port)
             return self._run(core_commands.start_command(
-                self._link, cmd, pty=() if use_pty else None, agent=self._agent))
+                self._link, cmd, pty=() if use_pty else None, agent=self._link.agent))
         self._run(core_commands.start(self._link, channel, cmd,
                                       pty=() if use_pty else None))
         return channel
@@ -235,14 +225,11 @@ class SSHClient(TransferMixin, BaseSSHClient):
         """Close the session, the socket, and jump host sessions of our own (idempotent)."""
         link: Optional[Link] = self.__dict__.get("_link_obj")
         session, self.session = self.session, None
-        self._agent = None
         if session is not None and link is not None and link.session is session:
             link.close()  # says goodbye without waiting; stops keepalives and forwarding
         self._keepalive_greenlet = None
         del session
         self._close_socket()
-        if self._tunnel is not None:
-            self._tunnel.cancel()
-            self._tunnel = None
+        self._drop_tunnel()
         if self._own_jumps and self._jumps is not None:
             self._jumps.close()

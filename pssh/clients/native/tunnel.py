@@ -2,8 +2,13 @@
 
 A :class:`TunnelServer` listens on a local port; each TCP connection made to
 it is carried to ``host:port`` as seen from the SSH server, over a
-direct-tcpip channel of the given client. :class:`LocalForwarder` runs such
-servers in a thread with its own gevent hub, handing out their ports.
+direct-tcpip channel of the given client: the session core's
+:func:`~pssh.core.forwarding.forward_connection` (the channel opened with
+retries, then the core's relay, the same as ``pssh.aio``'s
+``forward_local_port``), run on the gevent runner. :class:`LocalForwarder`
+runs such servers in a thread with its own gevent hub, handing out their ports;
+it sleeps until asked for something (a request, a client's connection closing,
+its shutdown) and never polls.
 
 The clients do not need any of this: jump hosts (``proxy_host``,
 ``proxy_jump``) tunnel in-process through a socket pair, with no thread and
@@ -14,17 +19,19 @@ from __future__ import annotations
 
 import atexit
 import logging
+from collections import deque
 from queue import Queue
-from threading import Event, Thread
-from typing import Any, Dict, Optional
+from threading import Event, Lock, Thread, current_thread
+from typing import Any, Callable, Deque, Dict, Optional
 
-from gevent import joinall, sleep
+from gevent import joinall
+from gevent.event import Event as GEvent
 from gevent.hub import get_hub
 from gevent.pool import Pool
 from gevent.server import StreamServer
 
 from pssh.constants import DEFAULT_RETRIES
-from pssh.core.forwarding import open_direct
+from pssh.core.forwarding import forward_connection, open_direct, open_direct_retrying
 from ssh2.error_codes import LIBSSH2_ERROR_EAGAIN
 
 logger = logging.getLogger(__name__)
@@ -58,35 +65,39 @@ class TunnelServer(StreamServer):
         return self.socket.getsockname()[1] if self.socket is not None else None
 
     def _read_rw(self, socket, address) -> None:
-        """One accepted connection: open its channel, then move bytes both ways."""
-        local_port = address[1]
-        try:
-            channel = self._open_channel_retries(self.host, self.port, local_port)
-        except Exception as err:
-            logger.error("%s: cannot open a channel to %s:%s: %s", self.client.host, self.host,
-                         self.port, err)
-            self.exception = err
-            socket.close()
-            return
-        source = self._pool.spawn(self._read_forward_sock, socket, channel)
-        dest = self._pool.spawn(self._read_channel, socket, channel)
-        self._wait_send_receive_lets(source, dest, channel)
+        """One accepted connection, carried by the core until both ends are done."""
+        socket.setblocking(False)  # the core waits for it through the runner
+        self.client._run(forward_connection(
+            self.client._link, socket, address, self.host, self.port, tries=self._retries,
+            failed=self._failed))
+
+    def _failed(self, err: BaseException) -> None:
+        self.exception = err
+
+    def _open_channel(self, fw_host: str, fw_port: int, local_port: int):
+        return self.client._run(open_direct(self.client._link, fw_host, fw_port,
+                                            source=(self.bind_address, local_port)))
+
+    def _open_channel_retries(self, fw_host: str, fw_port: int, local_port: int,
+                              wait_time: float = 0.1):
+        return self.client._run(open_direct_retrying(
+            self.client._link, fw_host, fw_port, (self.bind_address, local_port),
+            self._retries, wait_time))
+
+    # parallel-ssh's one-direction loops, for programs (and its tests) that call them with
+    # objects of their own; the server's connections run the core's relay instead.
 
     def _wait_send_receive_lets(self, source, dest, channel) -> None:
         """Wait for both directions to end (raising the first error), then close the channel."""
         try:
             joinall((source, dest), raise_error=True)
         finally:
-            logger.debug("tunnel to %s:%s done; closing its channel", self.host, self.port)
             self.client.close_channel(channel)
 
     def _read_forward_sock(self, forward_sock, channel) -> None:
         """Local connection -> channel, until either end is done."""
-        while True:
-            if channel is None or channel.eof():
-                return
-            if not forward_sock or forward_sock.closed:
-                return
+        while channel is not None and not channel.eof() and forward_sock \
+                and not forward_sock.closed:
             data = forward_sock.recv(CHUNK)
             if not data:
                 send_eof = getattr(channel, "send_eof", None)
@@ -97,41 +108,21 @@ class TunnelServer(StreamServer):
 
     def _read_channel(self, forward_sock, channel) -> None:
         """Channel -> local connection, until the channel ends."""
-        while True:
-            if channel is None or channel.eof():
-                return
+        while channel is not None and not channel.eof():
             size, data = channel.read()
             if size == LIBSSH2_ERROR_EAGAIN:
                 self.client.poll()
-                continue
-            if size == 0:
-                continue  # end of stream: eof() says so on the next round
-            forward_sock.sendall(data)
-
-    def _open_channel(self, fw_host: str, fw_port: int, local_port: int):
-        return self.client._run(open_direct(self.client._link, fw_host, fw_port,
-                                            source=(self.bind_address, local_port)))
-
-    def _open_channel_retries(self, fw_host: str, fw_port: int, local_port: int,
-                              wait_time: float = 0.1):
-        for attempt in range(1, self._retries + 1):
-            try:
-                return self._open_channel(fw_host, fw_port, local_port)
-            except Exception:
-                logger.error("cannot open a channel to %s:%s (try %s of %s)", fw_host, fw_port,
-                             attempt, self._retries)
-                if attempt >= self._retries:
-                    raise
-                sleep(wait_time)
-                wait_time *= 5
+            elif size > 0:
+                forward_sock.sendall(data)
 
 
 class LocalForwarder(Thread):
     """A thread, with its own gevent hub, that runs :class:`TunnelServer` s.
 
     ``enqueue(client, host, port)`` asks for a server; its local port then
-    arrives on ``out_q``. Servers whose client's socket closed are stopped by
-    :meth:`_cleanup_servers` (every minute, and on demand).
+    arrives on ``out_q``. A server stops once its client's connection closes
+    (and on :meth:`cleanup_server`); :meth:`shutdown` stops them all and the thread.
+    Every server is started and stopped in this thread, whichever thread asks.
     """
 
     def __init__(self) -> None:
@@ -140,44 +131,76 @@ class LocalForwarder(Thread):
         self.out_q: Queue = Queue(1)
         self._servers: Dict[Any, TunnelServer] = {}  # by the client it goes through
         self._hub = None
-        self._pool: Optional[Pool] = None
         self.started = Event()
         self.shutdown_triggered = Event()
+        self._calls: Deque[Callable[[], None]] = deque()  # for this thread, once woken
+        # The hub's async watcher: the one thing another thread may touch to wake this one.
+        self._wakeup: Any = None
+        self._wakeup_lock = Lock()
 
     def start(self) -> None:
         atexit.register(self.shutdown)
         Thread.start(self)
 
+    def _wake(self) -> None:
+        with self._wakeup_lock:
+            if self._wakeup is not None:
+                self._wakeup.send()
+
+    def _in_thread(self, call: Callable[[], None]) -> None:
+        """Make ``call`` in this thread, whose hub the servers' greenlets belong to: handed
+        over while it runs, made at once otherwise."""
+        if current_thread() is not self:
+            with self._wakeup_lock:
+                if self._wakeup is not None:  # running: it makes the call before it ends
+                    self._calls.append(call)
+                    self._wakeup.send()
+                    return
+        call()
+
     def enqueue(self, client, host: str, port: int) -> None:
         """Ask for a server forwarding to ``host:port`` through ``client``."""
         self.in_q.put((client, host, port))
+        self._wake()
 
     def _start_server(self) -> None:
         client, host, port = self.in_q.get()
         server = TunnelServer(client, host, port)
         self._servers[client] = server
         server.start()
+        # The client's connection closing (in whichever thread) stops its server.
+        client._link.on_close.append(lambda: self._in_thread(self._cleanup_servers))
         self.out_q.put(server.listen_port)
 
     def run(self) -> None:
-        self._hub = get_hub()
-        self._pool = Pool(1)
-        self._pool.spawn(self._cleanup_servers_let)
+        self._hub = hub = get_hub()
+        woken = GEvent()
+        watcher = hub.loop.async_()
+        watcher.start(woken.set)
+        with self._wakeup_lock:
+            self._wakeup = watcher
         self.started.set()
         try:
             while not self.shutdown_triggered.is_set():
-                if self.in_q.empty():
-                    sleep(0.01)
+                woken.clear()
+                self._make_calls()
+                if not self.in_q.empty():
+                    self._start_server()
                     continue
-                self._start_server()
+                woken.wait()  # until another thread wakes us
         except Exception:
             logger.exception("the tunnel thread stops after an error")
             self.shutdown()
+        finally:
+            with self._wakeup_lock:
+                self._wakeup = None  # from now on, _in_thread() calls at once
+            watcher.stop()
+            watcher.close()
+            self._make_calls()
 
-    def _cleanup_servers_let(self) -> None:
-        while True:
-            self._cleanup_servers()
-            sleep(60)
+    def _make_calls(self) -> None:
+        while self._calls:
+            self._calls.popleft()()
 
     def _cleanup_servers(self) -> None:
         for client in list(self._servers):
@@ -188,15 +211,16 @@ class LocalForwarder(Thread):
         """Stop the server of ``client`` and forget it."""
         server = self._servers.pop(client, None)
         if server is not None:
-            server.stop()
+            self._in_thread(server.stop)
 
     def shutdown(self) -> None:
         """Stop every server and end the thread (waits for it)."""
-        for server in list(self._servers.values()):
-            server.stop()
-        self._servers = {}
+        servers, self._servers = list(self._servers.values()), {}
+        for server in servers:
+            self._in_thread(server.stop)
         if self.started.is_set():
             self.shutdown_triggered.set()
+            self._wake()
             try:
                 self.join()
             except RuntimeError:  # called from the thread itself
@@ -205,3 +229,5 @@ class LocalForwarder(Thread):
 
 #: A forwarder for programs that want one shared (started on first use by them).
 FORWARDER = LocalForwarder()
+
+__all__ = ["FORWARDER", "LocalForwarder", "TunnelServer"]
