@@ -157,6 +157,21 @@ def test_a_flood_does_not_stop_the_timers(client):
     assert seen > 1000 and len(ticks) >= 10, (seen, len(ticks))
 
 
+def test_hosts_behind_a_jump_host(group):
+    """The jump host's connection is made on the gevent runner, the tunnels through it
+    are driven by the engine: two runners wait on one link, and each is woken."""
+    jump, targets = group.hosts[0], group.hosts[1:]
+    client = ParallelSSHClient(targets, runner="native", proxy_host=jump,
+                               proxy_port=group.port, **settings(group))
+    try:
+        output = client.run_command("for i in $(seq 2000); do echo $i; done")
+        client.join(output)
+        assert [len(list(o.stdout)) for o in output] == [2000] * len(targets)
+        assert [o.exit_code for o in output] == [0] * len(targets)
+    finally:
+        client.close()
+
+
 def test_a_refused_connection_is_an_error_naming_the_host(group):
     with socket.socket() as closed:
         closed.bind((group.hosts[0], 0))

@@ -114,7 +114,8 @@ cdef class Watch:
 
 
 cdef class LinkWaiters:
-    """A link's waiting runs (``link.waker``): :meth:`pssh.core.link.Link.wake` sends
+    """A link's waiting runs (its waker for this runner, :meth:`pssh.core.link.Link.
+    waker_for`): :meth:`pssh.core.link.Link.wake` sends
     them back to their calls, which may find their packets read by another's."""
     cdef Engine engine
     cdef set runs
@@ -336,9 +337,10 @@ cdef class Engine:
         cdef uint32_t events
         if kind is SessionIO:
             link = request.link
-            waiters = link.waker
+            # (Link.waker_for, inline: one engine per thread, so one of ours per link)
+            waiters = link.wakers.get(LinkWaiters)
             if waiters is None:
-                waiters = link.waker = LinkWaiters(self)
+                waiters = link.wakers[LinkWaiters] = LinkWaiters(self)
             directions = link.live_session.block_directions()
             events = ((_READ if directions & _INBOUND else 0)
                       | (_WRITE if directions & _OUTBOUND else 0)) or _READ

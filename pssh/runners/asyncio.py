@@ -153,9 +153,8 @@ class AsyncioRunner:
 
     def _session_io(self, request: SessionIO) -> Awaitable[bool]:
         link = request.link
-        watch = link.waker
-        if watch is None:
-            watch = link.waker = _Watch(asyncio.get_running_loop(), link.live_sock.fileno())
+        watch = link.waker_for(_Watch, lambda: _Watch(asyncio.get_running_loop(),
+                                                      link.live_sock.fileno()))
         directions = link.live_session.block_directions()
         writing = bool(directions & LIBSSH2_SESSION_BLOCK_OUTBOUND)
         reading = bool(directions & LIBSSH2_SESSION_BLOCK_INBOUND) or not writing

@@ -128,9 +128,7 @@ class GeventRunner:
 
     def _session_io(self, request: SessionIO) -> bool:
         link = request.link
-        waiters = link.waker
-        if waiters is None:
-            waiters = link.waker = _Waiters()
+        waiters = link.waker_for(_Waiters, _Waiters)
         directions = link.live_session.block_directions()
         events = ((_READ if directions & LIBSSH2_SESSION_BLOCK_INBOUND else 0)
                   | (_WRITE if directions & LIBSSH2_SESSION_BLOCK_OUTBOUND else 0)) or _READ
