@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import socket
+import subprocess
+import sys
+import textwrap
 
 import gevent
 import pytest
@@ -218,6 +221,25 @@ def test_a_name_is_resolved_and_connected():
                 sock.close()
 
         assert native.NativeRunner().run(procedure()) == ("127.0.0.1", port)
+
+
+def test_nothing_left_for_the_hub_to_wait_for(group):
+    """Once its clients are closed, a program's ``gevent.wait()`` returns: the engine's
+    watchers keep the hub's loop alive only while a caller waits (a fresh interpreter,
+    so that nothing of the test process's own keeps it busy)."""
+    program = textwrap.dedent(f"""
+        import gevent
+        from pssh.clients import SSHClient
+        client = SSHClient({group.hosts[0]!r}, runner="native", **{settings(group)!r})
+        output = client.run_command("echo hi")
+        client.wait_finished(output)
+        assert list(output.stdout) == ["hi"]
+        client.close()
+        print(gevent.wait(timeout=30))
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120, cwd="/")
+    assert done.stdout.strip() == "True", done.stderr
 
 
 def test_an_unknown_runner_is_refused(group):

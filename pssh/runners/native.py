@@ -6,10 +6,11 @@ for the gevent clients (``SSHClient(..., runner="native")``,
 greenlet, ``spawn(procedure)`` for background work. Instead of a watcher, a
 timeout and two greenlet switches for each wait of each procedure, the waits of
 all of them are answered by one engine (:mod:`pssh.runners._native`, compiled)
-that one greenlet per thread drives: a wait is an entry in a set and a heap,
-and a greenlet switch happens once per ``run``, not once per wait. The engine's
-greenlet gives the hub a turn after each of its own turns, so timers, signals and
-other greenlets run as they do with the gevent runner.
+that the hub turns: a wait is an entry in a set and a heap, and a greenlet
+switch happens once per ``run``, not once per wait. After each of the engine's
+turns the hub polls its own loop, so timers, signals and other greenlets run as
+they do with the gevent runner. (Hosted on gevent, it answers name resolution
+and the connects of a program's own functions with the gevent runner's ways.)
 
 :func:`run` drives a procedure in a thread with no gevent at all.
 """
@@ -52,9 +53,12 @@ class _GeventHost:
         self._loop = get_hub().loop
         #: Resolves names for procedures with no resolver of their own, in gevent's way.
         self.engine = Engine(delegate=self._delegated(GeventRunner()), kick=self.kick)
-        self._io = self._loop.io(self.engine.fileno(), 1)   # 1: readable
+        # The watchers keep the hub's loop alive only while a caller waits (see _hold):
+        # background work alone (keepalives) must not make gevent.wait() wait for ever.
+        self._io = self._loop.io(self.engine.fileno(), 1, ref=False)   # 1: readable
         self._io.start(self._turn)
-        self._kicker = self._loop.timer(0.0)
+        self._kicker = self._loop.timer(0.0, ref=False)
+        self._waiting = 0
         self._timer: Optional[Any] = None
         self._timer_at: Optional[float] = None
         #: (waiter, outcome) of callers whose procedures ended in this turn.
@@ -91,9 +95,17 @@ class _GeventHost:
         if timer is not None:
             timer.stop()
             timer.close()
-        self._timer = self._loop.timer(timeout)
+        self._timer = self._loop.timer(timeout, ref=self._waiting > 0)
         self._timer.start(self._turn)
         self._timer_at = at
+
+    def _hold(self, callers: int) -> None:
+        """``callers`` more (or fewer) callers wait: the loop stays alive while any do."""
+        self._waiting += callers
+        ref = self._waiting > 0
+        for watcher in (self._io, self._kicker, self._timer):
+            if watcher is not None and watcher.ref != ref:
+                watcher.ref = ref
 
     def kick(self) -> None:
         """Work arrived: turn after the hub's next poll (a zero timer: callbacks scheduled
@@ -125,16 +137,20 @@ class _GeventHost:
             self._finished.append((waiter, (result, error)))
         run = self.engine.start(procedure, done, None, delegate)
         self.kick()
-        while True:
-            try:
-                result, error = waiter.get()
-                break
-            except BaseException as err:   # noqa: B036 - a Timeout or a kill: into it
-                # As with the gevent runner: the procedure gets it at its wait (its
-                # finally blocks run) and decides; this greenlet waits for its end.
-                if run.ended:
-                    raise
-                self.engine.throw_in(run, err)
+        self._hold(1)
+        try:
+            while True:
+                try:
+                    result, error = waiter.get()
+                    break
+                except BaseException as err:   # noqa: B036 - a Timeout or a kill: into it
+                    # As with the gevent runner: the procedure gets it at its wait (its
+                    # finally blocks run) and decides; this greenlet waits for its end.
+                    if run.ended:
+                        raise
+                    self.engine.throw_in(run, err)
+        finally:
+            self._hold(-1)
         if error is not None:
             raise error
         return result
