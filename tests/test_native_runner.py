@@ -254,5 +254,7 @@ def test_the_environment_chooses_the_default(group, monkeypatch):
         assert client.runner == "native"
         assert list(client.run_command("echo env")[0].stdout) == ["env"]
         assert isinstance(client.host_client(0)._runner, native.NativeRunner)
+        # parallel-ssh's programs read the connection's socket as gevent's.
+        assert client.host_client(0).sock.closed is False
     finally:
         client.close()

@@ -143,14 +143,16 @@ cdef class Engine:
     may return a function that stops that work (called if the procedure stops waiting). A procedure started with a delegate of its own
     (an application's resolve and connect functions) has both answered by it.
     ``kick()`` is called when work arrives from outside a turn (an event set by
-    another greenlet), so that a host waiting for the epoll set wakes up.
+    another greenlet), so that a host waiting for the epoll set wakes up. ``adopt(sock)``
+    gives a socket the engine connected the form its host's programs expect (gevent's
+    socket objects, for parallel-ssh's ``client.sock.closed``).
     """
     cdef int epfd
     cdef object ready            # deque of (Run, value, error)
     cdef list timers             # heap of (deadline, seq, Run, token)
     cdef dict watches            # fd -> Watch
     cdef uint64_t tokens, seq
-    cdef object delegate, kick
+    cdef object delegate, kick, adopt
     cdef readonly int running
     cdef epoll_event events[BATCH]
 
@@ -162,9 +164,10 @@ cdef class Engine:
         self.timers = []
         self.watches = {}
 
-    def __init__(self, delegate=None, kick=None):
+    def __init__(self, delegate=None, kick=None, adopt=None):
         self.delegate = delegate
         self.kick = kick
+        self.adopt = adopt
 
     def __dealloc__(self):
         if self.epfd >= 0:
@@ -392,7 +395,7 @@ cdef class Engine:
             sock.close()
             raise
         if code == 0:
-            self.ready.append((run, sock, None))
+            self.ready.append((run, sock if self.adopt is None else self.adopt(sock), None))
             return
         if code != EINPROGRESS:
             sock.close()
@@ -502,6 +505,8 @@ cdef class Engine:
             self.ready.append((run, answer, None))
         else:
             value, error = (<_Connecting>connecting).outcome(answer)
+            if value is not None and self.adopt is not None:
+                value = self.adopt(value)
             self.ready.append((run, value, error))
 
     def _resume_outside(self, Run run, uint64_t token):

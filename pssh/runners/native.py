@@ -52,7 +52,8 @@ class _GeventHost:
         self._gevent = gevent
         self._loop = get_hub().loop
         #: Resolves names for procedures with no resolver of their own, in gevent's way.
-        self.engine = Engine(delegate=self._delegated(GeventRunner()), kick=self.kick)
+        self.engine = Engine(delegate=self._delegated(GeventRunner()), kick=self.kick,
+                             adopt=_gevent_socket)
         # The watchers keep the hub's loop alive only while a caller waits (see _hold):
         # background work alone (keepalives) must not make gevent.wait() wait for ever.
         self._io = self._loop.io(self.engine.fileno(), 1, ref=False)   # 1: readable
@@ -154,6 +155,13 @@ class _GeventHost:
         if error is not None:
             raise error
         return result
+
+
+def _gevent_socket(sock: _socket.socket) -> Any:
+    """A socket the engine connected, as a gevent socket object: what parallel-ssh's
+    clients hold in ``client.sock`` (programs read its ``closed``)."""
+    from gevent import socket as gsocket
+    return gsocket.socket(sock.family, sock.type, sock.proto, sock.detach())
 
 
 def _answer_with(handler: Callable, request: Any, answer: Callable) -> None:
