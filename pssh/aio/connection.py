@@ -423,20 +423,17 @@ class SSHClientConnection:
 
     async def _stop_command(self, streams: ChannelStreams, signal: str) -> None:
         """Send ``signal`` to a command: a "signal" request, then, for a command started
-        cancellable, to every process carrying its marker (the core's stop, whose
-        channel close is left to the command's own end)."""
+        cancellable, to every process carrying its marker (the core's
+        :func:`~pssh.core.commands.signal_command`, within :data:`STOP_TIMEOUT` as a
+        whole; the channel's close is left to the command's own end)."""
         if self.session is None:
             return
-        core = streams.core
         try:
-            await self._call(core.channel.signal, signal, timeout=STOP_TIMEOUT,
-                             what="sending a signal")
-        except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
-            log.debug("%s: signal request failed: %s", self.host, err)
-        if core.marker is not None:
-            from pssh.core.cancel import kill_script
-            await self._run(core_commands.run_to_end(
-                self._link, kill_script(core.marker, signal).encode(), STOP_TIMEOUT))
+            await self._run(core_commands.signal_command(self._link, streams.core, signal,
+                                                         STOP_TIMEOUT))
+        except exc.PSSHError as err:  # the connection was lost meanwhile
+            log.debug("%s: signalling a command failed: %s", self.host, err)
+            return
         log.info("%s: sent %s to a command", self.host, signal)
 
     def _abandon(self, streams: ChannelStreams) -> None:
