@@ -1,8 +1,11 @@
 """Stopping commands never reads as success: many hosts, many rounds, one core kept busy
-beside. Commands cancelled through the API, and runs stopped by SIGINT or SIGTERM in
-every mode of the command line, report how each command ended: the ones that ended on
-their own their own exit status, the stopped ones a signal, "no exit status" or
-"interrupted", never exit 0. And no command or worker is left running."""
+beside. Commands cancelled through the API (the gevent client's cancel(), pssh.aio's
+terminate(), kill() and a cancelled run), and runs stopped by SIGINT or SIGTERM in
+every mode of the command line (one process, --processes 2, --scheduler local:2),
+report how each command ended: the ones that ended on
+their own their own exit status, the stopped ones the signal that killed them or
+"stopped, no exit status", never exit 0. And no command or worker is left running."""
+import asyncio
 import signal
 import subprocess
 import sys
@@ -10,12 +13,14 @@ import uuid
 
 import pytest
 
+from pssh import aio
 from pssh.clients import ParallelSSHClient
 from pssh.sshd import ServerGroup
+from conftest import trusting
 from loopback import addresses
 from processes import alive, in_session, processes_with
-from test_cli_signals import EXIT, Pssh, conn, described
-from waiting import eventually, gone
+from test_cli_signals import EXIT, MODES, Pssh, conn, described
+from waiting import eventually, eventually_async, gone
 
 HOSTS = 8
 ROUNDS = 4
@@ -103,6 +108,72 @@ def test_a_command_stopped_the_moment_it_starts_is_stopped(group, tmp_path):
         client.close()
 
 
+#: pssh.aio's ways to stop a command (asyncssh's): the signal each sends, None for a
+#: cancelled run (no result to read: the command is stopped in the background).
+AIO_STOPS = {"terminate": "TERM", "kill": "KILL", "cancelled-run": None}
+
+
+@pytest.mark.parametrize("how", list(AIO_STOPS))
+def test_pssh_aio_stopped_commands_never_read_as_success(group, tmp_path, how):
+    known_hosts = trusting(tmp_path / "known_hosts", group)
+    for _ in range(ROUNDS):
+        sleeper = new_sleeper()
+        results = asyncio.run(aio_round(group, known_hosts, how, sleeper))
+        for i, result in enumerate(results):
+            if result is None:  # a cancelled run
+                continue
+            if i in QUICK:
+                assert result.exit_status in (QUICK[i], None), result
+            else:
+                assert result.exit_status is None and result.returncode != 0, (
+                    f"{group.hosts[i]}: a stopped command read as exit "
+                    f"{result.exit_status} (signal {result.exit_signal})")
+                # The signal it was sent, or none said (never another's).
+                assert result.exit_signal is None or \
+                    result.exit_signal[0] == AIO_STOPS[how], result
+        # The connections are closed: every command stopped, none left running.
+        assert gone(lambda: processes_with(sleeper)) == []  # noqa: B023 - this round's
+
+
+async def aio_round(group, known_hosts: str, how: str, sleeper: str) -> list:
+    """One round on every host at once, each on its own connection: the commands start
+    (cancellable), the slow ones are seen running, then each is stopped ``how``. The
+    results (None for a cancelled run), once every connection has closed."""
+    server = group.servers[0]
+
+    async def one(i: int, command: str, ready: asyncio.Event):
+        async with aio.connect(group.hosts[i], port=group.port, username=server.user,
+                               client_keys=[group.keys.private()], known_hosts=known_hosts,
+                               agent_path=None) as conn:
+            if how == "cancelled-run":
+                run = asyncio.ensure_future(conn.run(command, cancellable=True))
+                await ready.wait()
+                if i in QUICK:
+                    return await run
+                run.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await run
+                return None
+            process = await conn.create_process(command, cancellable=True)
+            assert await process.stdout.readline() == "started\n"
+            await ready.wait()
+            if how == "terminate":
+                process.terminate()
+            else:
+                process.kill()
+            return await process.wait(30)
+
+    ready = asyncio.Event()
+    hosts = [asyncio.ensure_future(one(i, command, ready))
+             for i, command in enumerate(commands(sleeper))]
+    try:
+        await eventually_async(lambda: len(processes_with(sleeper)) >= HOSTS - len(QUICK),
+                               what="every slow command running")
+    finally:
+        ready.set()
+    return await asyncio.gather(*hosts)
+
+
 def test_the_kill_script_finds_a_shell_that_has_not_exec_d_yet(group, tmp_path):
     """The state a command is in the moment it starts: the login shell runs the marker's
     ``export ...; exec`` line, so the marker is in its command line but not yet in its
@@ -125,10 +196,6 @@ def test_the_kill_script_finds_a_shell_that_has_not_exec_d_yet(group, tmp_path):
         if shell.poll() is None:
             shell.kill()
             shell.wait()
-
-
-MODES = pytest.mark.parametrize("mode", [[], ["--processes", "2"]],
-                                ids=["one-process", "processes-2"])
 
 
 @MODES
@@ -164,8 +231,12 @@ def stopped_run(group, here, mode, signum) -> None:
         if i in QUICK:
             assert status == f"exit {QUICK[i]}", (host, status)
         else:
-            assert status in ("error: interrupted", "error: killed by signal TERM",
-                              "error: killed by signal INT", "error: no exit status"), \
+            # Each slow host's command was running: the stop signalled it (TERM), so it
+            # says it was killed, or that it was stopped without a status; never exit 0,
+            # never "interrupted" (work that had no command), nor a bare "no exit status"
+            # (a command that ended so by itself).
+            assert status in ("error: killed by signal TERM",
+                              "error: stopped, no exit status"), \
                 (host, status, pssh.stderr())
     assert gone(lambda: processes_with(sleeper)) == []
     assert described(gone(lambda: in_session(pssh.pid))) == []
