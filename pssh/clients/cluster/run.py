@@ -306,5 +306,5 @@ def run_on_cluster(scheduler, hosts: Sequence[str], command: str, *, labels: Lab
 
     run_kwargs = dict(sudo=sudo, user=sudo_user, use_pty=use_pty, shell=shell,
                       encoding=encoding)
-    return ClusterRun(scheduler, hosts, plan, command, run_kwargs, local._host_options,
-                      local._ssh_config or False, idempotent, pool_size)
+    return ClusterRun(scheduler, hosts, plan, command, run_kwargs, local.host_options,
+                      local.ssh_config or False, idempotent, pool_size)

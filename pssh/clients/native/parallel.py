@@ -121,7 +121,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
         self._finalizer = weakref.finalize(self, group.close)
         self._sharded = sharded = ShardedHosts(
             group, lambda: round_robin(count(), len(self.hosts)), lambda: self.hosts,
-            self._host_options, self._ssh_config, self.pool_size, **kwargs)
+            self.host_options, self._ssh_config, self.pool_size, **kwargs)
         self._size_pool(sharded)
 
     def _size_pool(self, sharded: ShardedHosts) -> None:
@@ -232,8 +232,8 @@ class ParallelSSHClient(BaseParallelSSHClient):
         self._sharded.disconnect(host_i, self.hosts[host_i])
 
     def _make_ssh_client(self, host: str, options: ConnectOptions) -> SSHClient:
-        return SSHClient(host, ssh_config=self._ssh_config or False, _jump_hosts=self._jumps,
-                         _options=options)
+        return SSHClient.from_options(host, options, ssh_config=self._ssh_config or False,
+                                      jump_hosts=self._jumps)
 
     # -- SCP --------------------------------------------------------------------------
 
