@@ -8,11 +8,9 @@ asyncio side is given them under asyncssh's names, taken from the settings' decl
 """
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import uuid
 
 import pytest
@@ -25,6 +23,7 @@ from loopback import address, addresses
 from pssh.sshd import OpenSSHServer, ServerGroup
 from conftest import trusting
 from processes import processes_with, stopped
+from serving import Serving
 from waiting import gone
 
 FRONT_ENDS = ["gevent", "asyncio", "uvloop"]
@@ -199,30 +198,16 @@ def test_an_upload_replaces_a_file_but_never_what_it_cannot_replace(front_end, g
 HANG_UP = address()
 
 
-class HangUp:
+class HangUp(Serving):
     """A TCP port that accepts connections and closes them at once (a server whose SSH
     daemon keeps failing): counts the connections."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind((HANG_UP, 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
         self.accepted = 0
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        super().__init__(self._hang_up, HANG_UP)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
+    def _hang_up(self, connection) -> None:
+        self.accepted += 1  # closed by Serving as this returns
 
 
 @pytest.mark.parametrize("front_end", FRONT_ENDS)

@@ -160,8 +160,8 @@ class LocalForwarder(Thread):
         self.out_q.put(server.listen_port)
 
     def run(self) -> None:
-        self._hub = get_hub()
-        self._pool = Pool(1)
+        self._hub = hub = get_hub()
+        self._pool = pool = Pool(1)
         self._pool.spawn(self._cleanup_servers_let)
         self.started.set()
         try:
@@ -173,6 +173,12 @@ class LocalForwarder(Thread):
         except Exception:
             logger.exception("the tunnel thread stops after an error")
             self.shutdown()
+        finally:
+            # A thread's hub outlives the thread unless destroyed: its loop's descriptors
+            # (an epoll, an eventfd) stayed open for the rest of the process.
+            pool.kill()
+            hub.destroy(destroy_loop=True)
+            self._hub = None
 
     def _cleanup_servers_let(self) -> None:
         while True:
@@ -192,6 +198,7 @@ class LocalForwarder(Thread):
 
     def shutdown(self) -> None:
         """Stop every server and end the thread (waits for it)."""
+        atexit.unregister(self.shutdown)  # (registered by start: nothing left to do then)
         for server in list(self._servers.values()):
             server.stop()
         self._servers = {}
