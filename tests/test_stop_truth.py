@@ -19,7 +19,7 @@ from pssh.sshd import ServerGroup
 from conftest import trusting
 from loopback import addresses
 from processes import alive, in_session, processes_with
-from test_cli_signals import EXIT, MODES, Pssh, conn, described
+from test_cli_signals import EXIT, MODES, Pssh, conn, described, sleeping
 from waiting import eventually, eventually_async, gone
 
 HOSTS = 8
@@ -167,11 +167,65 @@ async def aio_round(group, known_hosts: str, how: str, sleeper: str) -> list:
     hosts = [asyncio.ensure_future(one(i, command, ready))
              for i, command in enumerate(commands(sleeper))]
     try:
-        await eventually_async(lambda: len(processes_with(sleeper)) >= HOSTS - len(QUICK),
+        # Each slow host's sleep itself (its shell's command line holds the same words).
+        await eventually_async(lambda: len(sleeping(sleeper)) == HOSTS - len(QUICK),
                                what="every slow command running")
     finally:
         ready.set()
     return await asyncio.gather(*hosts)
+
+
+def test_a_start_killed_as_its_command_appears_leaves_nothing_running(group, tmp_path):
+    """The gevent client's run_command(cancellable=True) killed (as a stopped run kills
+    its hosts' greenlets) the moment its command shows on the server: it may still be
+    waiting for the server's answer to its start, or be past it (then the output is
+    cancelled). Either way the command is stopped."""
+    import gevent
+    from pssh.clients import SSHClient
+    from pssh.output import HostOutput
+    client = SSHClient(group.hosts[0], port=group.port, pkey=group.keys.private(),
+                       allow_agent=False, identity_auth=False,
+                       known_hosts=str(tmp_path / "known_hosts"), timeout=10)
+    sleepers = [new_sleeper() for _ in range(ROUNDS * 2)]
+    try:
+        for sleeper in sleepers:
+            start = gevent.spawn(client.run_command, f"{sleeper}; echo never",
+                                 cancellable=True)
+            while not processes_with(sleeper) and not start.dead:
+                gevent.sleep(0)  # one turn of the hub: the start goes on
+            start.kill()
+            if isinstance(start.value, HostOutput):  # it was past its start: it returned
+                client.cancel(start.value)
+        assert gone(lambda: [p for s in sleepers for p in processes_with(s)],
+                    pause=gevent.sleep) == []
+    finally:
+        client.close()
+
+
+def test_pssh_aio_a_run_cancelled_as_its_command_appears_leaves_nothing_running(group,
+                                                                             tmp_path):
+    """A cancellable run cancelled the moment its command shows on the server (the
+    loop looks between each of its turns): the run may still be waiting for the
+    server's answer to its start, or be past it. Either way the command is stopped."""
+    known_hosts = trusting(tmp_path / "known_hosts", group)
+    server = group.servers[0]
+    sleepers = [new_sleeper() for _ in range(ROUNDS * 2)]
+
+    async def main():
+        async with aio.connect(group.hosts[0], port=group.port, username=server.user,
+                               client_keys=[group.keys.private()], known_hosts=known_hosts,
+                               agent_path=None) as conn:
+            for sleeper in sleepers:
+                run = asyncio.ensure_future(conn.run(f"{sleeper}; echo never",
+                                                     cancellable=True))
+                while not processes_with(sleeper):
+                    assert not run.done(), run
+                    await asyncio.sleep(0)  # one turn of the loop: the run goes on
+                run.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await run
+    asyncio.run(main())
+    assert gone(lambda: [p for s in sleepers for p in processes_with(s)]) == []
 
 
 def test_the_kill_script_finds_a_shell_that_has_not_exec_d_yet(group, tmp_path):
@@ -208,6 +262,10 @@ def test_stopped_runs_never_write_success(group, tmp_path, mode, signum):
         stopped_run(group, here, mode, signum)
 
 
+def started(path) -> bool:
+    return path.exists() and "started" in path.read_text()
+
+
 def stopped_run(group, here, mode, signum) -> None:
     sleeper = new_sleeper()
     out = here / "out"
@@ -218,8 +276,12 @@ def stopped_run(group, here, mode, signum) -> None:
     pssh = Pssh(["run", "-H", " ".join(group.hosts), *conn(group, here), *mode,
                  "--output-dir", str(out), "--", "\n".join(script)], here)
     try:
-        eventually(lambda: len([p for p in processes_with(sleeper) if p != pssh.pid])
-                   >= HOSTS - len(QUICK), what="every slow command running")
+        # Each slow host's command started as pssh knows it: its first line is in its
+        # output file (opened when pssh saw the start). A stop before that finds work with
+        # no command yet, rightly said "interrupted".
+        eventually(lambda: all(started(out / f"{group.hosts[i]}.stdout")
+                               for i in range(HOSTS) if i not in QUICK),
+                   what="every slow command running")
         eventually(lambda: all((out / f"{group.hosts[i]}.status").exists() for i in QUICK),
                    what="the quick hosts' status files")
         pssh.signal(signum, whole_group=False)

@@ -120,6 +120,15 @@ def _step(deadline: Optional[float]) -> float:
     return STEP_LIMIT if left is None else min(STEP_LIMIT, left)
 
 
+def signal_marked(link: Link, marker: str, signal: str = "TERM",
+                  timeout: Optional[float] = 10) -> Procedure[None]:
+    """Send ``signal`` to every process carrying ``marker`` (a command started cancellable,
+    and its children): :func:`~pssh.core.cancel.kill_script` on a channel of its own,
+    within ``timeout`` (:class:`~pssh.exceptions.Timeout` after it). For a command whose
+    own channel is gone or was never had (its start was cancelled half-way)."""
+    yield from run_to_end(link, kill_script(marker, signal).encode(), timeout)
+
+
 def signal_command(link: Link, streams: CommandStreams, signal: str = "TERM",
                    timeout: Optional[float] = 10) -> Procedure[bool]:
     """Send ``signal`` to a running command: a "signal" request, then, for a command
@@ -140,8 +149,7 @@ def signal_command(link: Link, streams: CommandStreams, signal: str = "TERM",
     if streams.marker is not None:
         signalled = True
         try:
-            yield from run_to_end(link, kill_script(streams.marker, signal).encode(),
-                                  remaining(deadline))
+            yield from signal_marked(link, streams.marker, signal, remaining(deadline))
         except exc.Timeout as err:
             log.warning("%s: signalling the command's processes did not finish in time: %s",
                         link.host, err)
@@ -182,5 +190,5 @@ def stop(link: Link, streams: CommandStreams, signal: str = "TERM",
     return True
 
 
-__all__ = ["STEP_LIMIT", "open_channel", "run_to_end", "signal_command", "start",
-           "start_command", "stop"]
+__all__ = ["STEP_LIMIT", "open_channel", "run_to_end", "signal_command", "signal_marked",
+           "start", "start_command", "stop"]
