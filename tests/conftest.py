@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
 import socket
 import sys
@@ -15,7 +16,8 @@ from extras import imported, require
 from loopback import addresses
 from pssh.sshd import PASSPHRASE, ServerGroup
 from ssh2.session import Session
-from processes import cmdline, descendants, tcp_peers
+from processes import cmdline, described_socket, descendants, open_fds, tcp_peers
+from serving import Serving, echo
 from waiting import eventually, gone
 
 PASSWORD = "s3cret pw"
@@ -32,30 +34,39 @@ def pytest_runtest_setup(item):
         require(*mark.args)
 
 
-#: How long a test's processes may take to end after it (sshd's session processes end
-#: some moments after their client closed): only a process that stays pays it all.
-LEFT_BEHIND_GRACE = 15.0
-#: The modules checked for processes left behind: those whose tests were made to clean
-#: up. A module joins once its leaks are fixed (run it with
-#: ``PSSH_TESTS_CHECK_EVERY_MODULE=1``: each leak fails its test, naming the processes).
-#: Not yet: modules whose tests restart a fixture's server themselves (an sshd crashed
-#: on purpose, influxd stopped mid-run), which this would count, modules that start no
-#: process (parsing, layout, import order), and the slow end-to-end ones (docs, examples,
-#: benchmarks, third-party programs) not yet run with it.
+#: How long what a test started may take to end after it (sshd's session processes end
+#: some moments after their client closed): only what stays pays it all.
+LEFT_BEHIND_GRACE = float(os.environ.get("PSSH_TESTS_LEFT_BEHIND_GRACE", 15.0))
+#: The modules checked for processes, threads and file descriptors left behind: every
+#: module that starts a process, a server, a thread or a client (run one with
+#: ``PSSH_TESTS_CHECK_EVERY_MODULE=1`` to check it: each leak fails its test, naming what
+#: it left). Not checked, and why:
+#: - test_poll_engine and test_poll_sinks restart a fixture's server themselves (an sshd
+#:   crashed on purpose, influxd stopped mid-run): the new server process would count as
+#:   the test's;
+#: - test_pssh_cluster runs Dask's scheduler and a Client in this process (module
+#:   fixtures): the pool of connections between the two grows as tests use them, by
+#:   Dask's design, and would count as the tests';
+#: - modules that start nothing (parsing, settings, layout, suite tools): nothing to find.
 LEFT_BEHIND_CHECKED = {
-    "test_aio", "test_aio_callbacks", "test_aio_exceptions", "test_channel", "test_cli",
-    "test_cli_modes", "test_cli_signals", "test_cli_views", "test_core", "test_exceptions",
-    "test_exit_status", "test_fanout", "test_front_ends", "test_host_errors_keys",
-    "test_host_errors_transfers", "test_host_key_credentials", "test_hostile_names",
-    "test_hostile_output", "test_hostile_transfers", "test_knownhost", "test_lifetimes",
-    "test_nonblocking", "test_poll_buckets", "test_poll_cli", "test_poll_virtual",
+    "test_aio", "test_aio_callbacks", "test_aio_examples", "test_aio_exceptions",
+    "test_benchmarks", "test_benchmarks_polling", "test_build_support", "test_channel",
+    "test_checkout_location", "test_cli", "test_cli_host_lists", "test_cli_modes",
+    "test_cli_ping_view", "test_cli_signals", "test_cli_ssh_options", "test_cli_stdio",
+    "test_cli_transfer", "test_cli_usage", "test_cli_views", "test_core", "test_docs",
+    "test_exceptions", "test_exit_status", "test_fanout", "test_figures", "test_front_ends",
+    "test_full_socket", "test_host_errors_keys", "test_host_errors_transfers",
+    "test_host_key_credentials", "test_host_key_oracle", "test_hostile_names",
+    "test_hostile_output", "test_hostile_transfers", "test_import_order", "test_knownhost",
+    "test_lifetimes", "test_netns_delay", "test_nonblocking", "test_packaging",
+    "test_poll_buckets", "test_poll_cli", "test_poll_dashboard", "test_poll_virtual",
     "test_pssh_agent_forwarding", "test_pssh_cancel", "test_pssh_certificates",
-    "test_pssh_compat", "test_pssh_deadlines",
-    "test_pssh_host_certificates", "test_pssh_jump", "test_pssh_keepalive",
-    "test_pssh_keys", "test_pssh_known_hosts", "test_pssh_parallel", "test_pssh_sharded",
-    "test_pssh_transfer", "test_remote_symlinks", "test_session", "test_sftp",
-    "test_ssh2_compat",
-    "test_stop_truth", "test_threads", "test_virtual_clock",
+    "test_pssh_compat", "test_pssh_deadlines", "test_pssh_host_certificates", "test_pssh_jump",
+    "test_pssh_keepalive", "test_pssh_keys", "test_pssh_known_hosts",
+    "test_pssh_known_hosts_fleet", "test_pssh_parallel", "test_pssh_sharded",
+    "test_pssh_transfer", "test_readme", "test_remote_output", "test_remote_symlinks",
+    "test_session", "test_sftp", "test_ssh2_compat", "test_stacks", "test_stop_truth",
+    "test_thirdparty", "test_threads", "test_virtual_clock", "test_wheels",
 }
 
 
@@ -70,17 +81,107 @@ def _client_of(pid: int, command: str) -> str:
     return f" (connected to {', '.join(who) or 'nothing here'})"
 
 
+class _Before:
+    """What ran and was open when a test began (after its module's and the session's
+    fixtures had started their servers, clusters and pools)."""
+
+    def __init__(self) -> None:
+        self.processes = set(descendants(os.getpid()))
+        self.threads = set(threading.enumerate())
+        self.fds = open_fds()
+
+    def left(self) -> list:
+        """What the test started that is still there, each said with what it is."""
+        gc.collect()  # clients dropped by the test close their connections when collected
+        kept_pid, kept_fd = _resource_tracker()
+        found = [f"process {pid}: {command}{_client_of(pid, command)}"
+                 for (pid, start), command in descendants(os.getpid()).items()
+                 if (pid, start) not in self.processes and pid != kept_pid]
+        found += [f"thread {thread.name!r} ({_started_by(thread)})"
+                  for thread in threading.enumerate()
+                  if thread not in self.threads and thread.is_alive() and not _pooled(thread)]
+        found += [f"fd {fd}: {described_socket(target)}"
+                  for fd, target in sorted(open_fds() - self.fds) if fd != kept_fd]
+        return found
+
+
+def _started_by(thread: threading.Thread) -> str:
+    """What a thread runs, for the failure's text."""
+    target = getattr(thread, "_target", None)
+    if target is None:
+        return type(thread).__name__
+    return f"{getattr(target, '__module__', '?')}.{getattr(target, '__qualname__', target)}"
+
+
+def _pooled(thread: threading.Thread) -> bool:
+    """A thread that outlives a test by design: see :data:`POOLED_THREADS`, and
+    :func:`_gevent_pool_threads`."""
+    return thread.name.startswith(POOLED_THREADS) or (
+        type(thread).__name__ == "_DummyThread" and thread.ident in _gevent_pool_threads())
+
+
+def _gevent_pool_threads() -> set:
+    """The thread ids of the main thread's gevent hub's thread pool (the hub's
+    ``threadpool``: DNS resolution, Dask's blocking calls from pssh.fanout.dask). Its
+    threads are started as needed, at most its size, and kept idle for the hub's life,
+    the process's; one that runs Python code that asks for ``threading.current_thread()``
+    (logging does) is listed by ``threading`` as a ``_DummyThread`` from then on."""
+    hub = sys.modules["gevent"].get_hub()  # (process_wide_caches made it)
+    pool = getattr(hub, "_threadpool", None)  # None: not made yet, and none made here
+    return {worker._thread_ident for worker in getattr(pool, "_worker_greenlets", ())}
+
+
+#: Threads a library keeps for the rest of the process once a test made it start them,
+#: by name; each is reused by the next test that needs it, and bounded.
+POOLED_THREADS = (
+    # distributed.utils' module-level offload executor (one thread, made on the first use
+    # of Dask in this process: a LocalCluster, a Client).
+    "Dask-Offload",
+)
+
+
+def _resource_tracker() -> tuple:
+    """``(pid, fd)`` of multiprocessing's resource tracker, or Nones: one process per
+    process, started by the first use of multiprocessing that needs it (a Dask
+    LocalCluster of worker processes, in a documentation example) and kept, with the
+    pipe to it, until this process exits."""
+    module = sys.modules.get("multiprocessing.resource_tracker")
+    tracker = getattr(module, "_resource_tracker", None)
+    return getattr(tracker, "_pid", None), getattr(tracker, "_fd", None)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def process_wide_caches():
+    """Made once, before any test, so that the first test to use them is not charged with
+    them (:func:`nothing_left_behind`): what a library keeps for the rest of the process
+    by design, the same whichever test made it.
+
+    - gevent's hub of the main thread (its loop's epoll and eventfd descriptors): one per
+      thread, for the thread's life; every gevent test of this process runs on it.
+    - libuv's process-wide signal pipe (a pipe pair made by the first uvloop loop, never
+      closed: ``uv__signal_global_init``), when uvloop is installed.
+    """
+    import gevent
+    gevent.get_hub()
+    if importlib.util.find_spec("uvloop") is not None:
+        import uvloop
+        uvloop.new_event_loop().close()
+    yield
+
+
 @pytest.fixture(autouse=True)
-def no_process_left_behind(request):
-    """Fails a test that leaves a process of its own behind: a process below this one
-    that was not there when the test began (after the module's and session's fixtures
-    started their servers) and is still there when it has ended. A client or server not
-    closed on some path is found here, not by the tests after it."""
+def nothing_left_behind(request):
+    """Fails a test that leaves a process, a thread or a file descriptor of its own behind:
+    one that was not there when the test began (after the module's and session's fixtures
+    started their servers) and is still there when it has ended, but for what libraries
+    keep for the process by design (:func:`process_wide_caches`, :data:`POOLED_THREADS`,
+    :func:`_resource_tracker`). A client, server, worker or file not closed on some path
+    is found here, not by the tests after it."""
     if (request.module.__name__ not in LEFT_BEHIND_CHECKED
             and not os.environ.get("PSSH_TESTS_CHECK_EVERY_MODULE")):
         yield
         return
-    before = set(descendants(os.getpid()))
+    before = _Before()
     yield
     # A client the test dropped closes its connections when collected (many tests leave
     # that to the collector), and gevent's hub may still have work the test did not wait
@@ -88,15 +189,10 @@ def no_process_left_behind(request):
     # agent's relay has yet to see the agent's EOF): the hub runs between the looks, and
     # each look collects first.
     pause = sys.modules["gevent"].sleep if "gevent" in sys.modules else time.sleep
-
-    def new() -> list:
-        gc.collect()
-        return [f"{pid}: {command}{_client_of(pid, command)}" for (pid, start), command in
-                descendants(os.getpid()).items() if (pid, start) not in before]
-    left = gone(new, LEFT_BEHIND_GRACE, "the test's processes ended", pause=pause)
+    left = gone(before.left, LEFT_BEHIND_GRACE, "what the test started ended", pause=pause)
     if left:
-        pytest.fail(f"{request.node.nodeid} left {len(left)} process(es) behind: "
-                    + "; ".join(left), pytrace=False)
+        pytest.fail(f"{request.node.nodeid} left {len(left)} behind: " + "; ".join(left),
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -217,23 +313,8 @@ def run_loop(request):
 def echo_port():
     """A loopback TCP echo server in a thread (it serves whichever loop the test runs):
     the destination of forwarded connections."""
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-
-    def serve():
-        while True:
-            try:
-                peer, _ = listener.accept()
-            except OSError:
-                return
-            with peer:
-                while data := peer.recv(65536):
-                    peer.sendall(data)
-
-    threading.Thread(target=serve, daemon=True).start()
-    yield listener.getsockname()[1]
-    listener.close()
+    with Serving(echo) as server:
+        yield server.port
 
 
 @pytest.fixture

@@ -8,8 +8,10 @@ that no two modules ever share one (a server of one module taken for another's, 
 loopback on Linux. This run takes the /16 ``127.<100 + worker>.0.0``, where ``worker``
 is pytest-xdist's worker number (0 without xdist), so that a run split over processes
 cannot collide either. ``PSSH_TESTS_SECOND_OCTET`` moves the first /16 (another checkout's
-run beside this one, say). 127.0.0.0/24 stays to the defaults of pssh itself (``pssh
---embedded``, ``ServerGroup()``) and 127.0.1.0/24 to the machine (its own name).
+run beside this one, say); ``PSSH_TESTS_FIRST_NETWORK`` the first /24 within it (a run
+nested in another, in the same /16: tests/test_checkout_location.py). 127.0.0.0/24 stays
+to the defaults of pssh itself (``pssh --embedded``, ``ServerGroup()``) and 127.0.1.0/24
+to the machine (its own name).
 
 A block of addresses never crosses a /24: its hosts can be written as a range
 (``127.100.3.[1-5]``) and told apart by their last number.
@@ -24,6 +26,8 @@ from typing import List
 PER_NETWORK = 254
 #: The second number of worker 0's addresses.
 FIRST_SECOND_OCTET = int(os.environ.get("PSSH_TESTS_SECOND_OCTET", "100"))
+#: The third number of the first block (a whole run takes a few /24s from here on).
+FIRST_NETWORK = int(os.environ.get("PSSH_TESTS_FIRST_NETWORK", "1"))
 
 
 def worker_number(worker_id: str = "") -> int:
@@ -35,11 +39,13 @@ def worker_number(worker_id: str = "") -> int:
 class LoopbackAddresses:
     """Hands out addresses of ``127.<second>.0.0/16``, each once."""
 
-    def __init__(self, second_octet: int) -> None:
+    def __init__(self, second_octet: int, first_network: int = 1) -> None:
         if not 0 < second_octet < 256:
             raise ValueError(f"no 127.{second_octet}.0.0/16")
+        if not 0 < first_network < 256:
+            raise ValueError(f"no 127.{second_octet}.{first_network}.0/24")
         self.second = second_octet
-        self._network = 1  # the third number; 127.x.0.0/24 is left out
+        self._network = first_network  # the third number; 127.x.0.0/24 is left out
         self._next = 1     # the last number
         self._lock = threading.Lock()
 
@@ -59,7 +65,7 @@ class LoopbackAddresses:
 
 def for_this_worker(worker_id: str = "") -> LoopbackAddresses:
     """The allocator of this test process (its xdist worker's /16)."""
-    return LoopbackAddresses(FIRST_SECOND_OCTET + worker_number(worker_id))
+    return LoopbackAddresses(FIRST_SECOND_OCTET + worker_number(worker_id), FIRST_NETWORK)
 
 
 _this_run = None

@@ -147,6 +147,43 @@ def tcp_peers(pid: int) -> list:
     return sorted(peers)
 
 
+def open_fds(pid: object = "self") -> set:
+    """``{(fd, what it is)}`` of process ``pid`` (this one by default), as /proc shows
+    them (``socket:[inode]``, ``pipe:[inode]``, ``anon_inode:[eventpoll]``, a path). The
+    listing's own descriptor is left out."""
+    folder = f"/proc/{pid}/fd"
+    found = set()
+    for fd in os.listdir(folder):
+        try:
+            target = os.readlink(f"{folder}/{fd}")
+        except OSError:  # closed since the listing (its own descriptor, say)
+            continue
+        found.add((int(fd), target))
+    own = os.path.realpath(folder)
+    return {(fd, target) for fd, target in found if target not in (folder, own)}
+
+
+def described_socket(target: str) -> str:
+    """``socket:[inode]`` with its TCP ends, where it is a TCP socket (IPv4)."""
+    if not target.startswith("socket:["):
+        return target
+    inode = target[8:-1]
+    try:
+        with open("/proc/net/tcp") as fh:
+            rows = [line.split() for line in fh.readlines()[1:]]
+    except OSError:
+        return target
+    for row in rows:
+        if row[9] == inode:
+            ends = []
+            for end in row[1:3]:
+                address, port = end.split(":")
+                ends.append(f"{socket.inet_ntoa(int(address, 16).to_bytes(4, 'little'))}:"
+                            f"{int(port, 16)}")
+            return f"{target} tcp {ends[0]} -> {ends[1]}"
+    return target
+
+
 def signal_each(pids, signum: int) -> list:
     """Send ``signum`` to each of ``pids``; returns those that were still there (one that
     ended since it was listed is skipped)."""

@@ -11,9 +11,11 @@ import tomllib
 
 import pytest
 
+import checkout
 import ssh2
+from checkout import copy_source
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = str(checkout.REPO)
 
 
 def _checkout_package(name):
@@ -126,12 +128,15 @@ def test_without_apt_the_error_says_what_to_install(tmp_path, monkeypatch):
 
 def test_pip_install_fails_with_that_message(tmp_path):
     # As a user meets it: pip builds the checkout (setuptools from pyproject's
-    # build requirements) on a machine with no apt-get and no pkg-config.
+    # build requirements) on a machine with no apt-get and no pkg-config. A copy of it:
+    # the build writes build/ and pssh2.egg-info into the tree it builds, which must
+    # not be the checkout (it may be read-only; it is not the build's to fill).
+    source = copy_source(tmp_path / "source")
     env = dict(os.environ, PATH=str(tmp_path), LIBSSH2_BUNDLE="1",
                LIBSSH2_BUILD_DIR=str(tmp_path / "scratch"))
     env.pop("LIBSSH2_PREFIX", None)
     done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w",
-                           str(tmp_path / "wheels"), REPO],
+                           str(tmp_path / "wheels"), str(source)],
                           env=env, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode != 0

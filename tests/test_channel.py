@@ -172,32 +172,8 @@ def test_channel_cannot_be_built_directly():
         Channel()
 
 
-@pytest.fixture
-def echo_server():
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen()
-    stop = threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return
-            with conn:
-                while data := conn.recv(65536):
-                    conn.sendall(data)
-
-    thread = threading.Thread(target=serve, daemon=True)
-    thread.start()
-    yield listener.getsockname()[1]
-    stop.set()
-    listener.close()
-
-
-def test_direct_tcpip_to_local_echo_server(session, echo_server):
-    chan = session.direct_tcpip("127.0.0.1", echo_server)
+def test_direct_tcpip_to_local_echo_server(session, echo_port):
+    chan = session.direct_tcpip("127.0.0.1", echo_port)
     payload = os.urandom(300_000)
     chan.write(payload)
     received = b""

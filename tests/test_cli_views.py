@@ -1,10 +1,10 @@
 """The command line beyond streaming: host sets, gathered and diff views, ping, failure and
 exit policies, per-host files, two-stage Ctrl-C. Real sshd hosts, piped and on a terminal."""
 import json
-import os
 import re
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -12,7 +12,9 @@ from pssh.cli.hosts import UsageError, exclude, fold, parse_hosts
 from pssh.cli.nodeset import expand
 from loopback import address, addresses
 from pssh.sshd import ServerGroup
+from processes import pgrep
 from test_cli import ENV, on_terminal, pssh
+from waiting import gone
 
 REFUSED = address()  # nobody listens there
 ANSI = re.compile(r"\x1b\[[0-9;?]*[a-zA-Z]")
@@ -169,7 +171,7 @@ def test_output_dir_files_as_results_arrive(group, tmp_path):
 
 def test_output_dir_keeps_what_came_before_ctrl_c(group, tmp_path):
     out = tmp_path / "runs"
-    sleeper = f"sleep 322.{os.getpid()}"
+    sleeper = f"sleep 322.{uuid.uuid4().int % 10**9}"  # this test's alone
     command = [sys.executable, "-m", "pssh", "run", "--output-dir", str(out),
                *hosts_arg(group), *conn(group, tmp_path), "--", f"echo before; {sleeper}"]
 
@@ -184,7 +186,7 @@ def test_output_dir_keeps_what_came_before_ctrl_c(group, tmp_path):
     for host in group.hosts:
         assert (out / f"{host}.stdout").read_text() == "before\n"
         assert (out / f"{host}.status").read_text() != "exit 0\n"  # it did not finish
-    assert subprocess.run(["pgrep", "-f", sleeper], capture_output=True).stdout == b""
+    assert gone(lambda: pgrep(sleeper)) == []  # the commands were stopped
 
 
 def test_ping_and_diff_on_a_terminal(group, tmp_path):

@@ -2,6 +2,7 @@
 loop and uvloop), against a real sshd."""
 import asyncio
 import os
+import uuid
 
 import pytest
 
@@ -15,6 +16,7 @@ from pssh.core.streams import CommandStreams
 from pssh.core import clock
 from pssh.core.waits import Sleep, Spawn
 from ssh2.session import Session
+from waiting import eventually_procedure, gone
 
 RUNNERS = ["gevent", "asyncio", "uvloop"]
 
@@ -100,21 +102,21 @@ def test_a_cancellable_command_is_stopped_on_the_server(runner, servers, server)
     from processes import processes_with
 
     marker = new_marker()
-    word = f"sleep 341.{RUNNERS.index(runner)}{os.getpid()}"
+    word = f"sleep 341.{uuid.uuid4().int % 10**9}"  # this test's alone, on a shared machine
 
     def procedure():
         link = yield from connected(server, servers)
         streams = yield from command(
             link, with_marker(f"echo started; {word}; echo never", marker).encode())
         streams.marker = marker
-        while not processes_with(word):  # started for sure (the servers run here)
-            yield Sleep(0.05)
+        # Started for sure (the servers run here).
+        yield from eventually_procedure(lambda: processes_with(word), what=f"{word} running")
         stopped = yield from stop(link, streams, "TERM", timeout=20)
         link.close()
         return stopped
 
     assert run(runner, procedure()) is True
-    assert not processes_with(word)
+    assert gone(lambda: processes_with(word)) == []
 
 
 @pytest.mark.parametrize("runner", RUNNERS)

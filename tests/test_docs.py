@@ -57,12 +57,24 @@ def test_every_python_example_runs(page, world, tmp_path, monkeypatch):
     # The names the bindings' page says stand for your server, login and key.
     namespace = {"__name__": "__docs__", "HOST": group.hosts[0], "PORT": group.port,
                  "USER": group.servers[0].user, "KEY": str(home / ".ssh" / "id_ed25519")}
-    for number, code in enumerate(examples(page), 1):
-        try:
-            exec(compile(code, f"{page.name} example {number}", "exec"), namespace)
-        except BaseException as err:
-            raise AssertionError(f"{page.relative_to(REPO)}, example {number} failed: "
-                                 f"{type(err).__name__}: {err}\n{code}") from err
+    try:
+        for number, code in enumerate(examples(page), 1):
+            try:
+                exec(compile(code, f"{page.name} example {number}", "exec"), namespace)
+            except BaseException as err:
+                raise AssertionError(f"{page.relative_to(REPO)}, example {number} failed: "
+                                     f"{type(err).__name__}: {err}\n{code}") from err
+    finally:
+        # The examples leave their clients to the collector, as a short program may (and
+        # a name such as host_output keeps a host's client alive): closed here, so that
+        # their connections end with the test.
+        from pssh.clients import ParallelSSHClient, SSHClient
+        from pssh.output import HostOutput
+        for value in namespace.values():
+            if isinstance(value, HostOutput):
+                value = value.client
+            if isinstance(value, (ParallelSSHClient, SSHClient)):
+                value.close()
 
 
 @pytest.fixture(scope="module")
@@ -85,8 +97,10 @@ def test_the_site_builds_with_warnings_as_errors(site):
         assert name in reference  # written from the argparse definitions
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def browser():
+    """Debian's chromium, headless, for one test: it starts a renderer per page it shows,
+    and they end with it (a module's browser would keep them past the test)."""
     require("selenium")
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service

@@ -3,6 +3,7 @@ said how it ended has no exit code (None), never libssh2's 0 for "none came"."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ from ssh2.session import PATCHED_LIBSSH2
 from hostile import HostileServer
 from loopback import address
 from test_cli import ENV
+from test_cli_signals import Pssh
 
 ADDRESS = address()
 
@@ -99,3 +101,36 @@ def test_the_command_line_says_what_happened(key, tmp_path):
     status = (tmp_path / "out" / f"{ADDRESS}.status").read_text()
     assert status == "error: no exit status\n"
     assert "no exit status" in done.stderr
+
+
+async def ignores_signals(proc):
+    """Says it started, then runs until the connection ends: a signal request is kept for
+    a read that never comes (ignored), and when the client closes the channel asyncssh
+    closes it too, with no exit status nor signal. The stop's kill script (a command of
+    its own here) finds nothing to signal."""
+    if proc.command.startswith("for pass "):  # pssh.core.cancel.kill_script
+        proc.exit(0)
+        return
+    proc.stdout.write(b"started\n")
+    await asyncio.Future()
+
+
+def test_the_command_line_says_it_stopped_a_command_that_gave_no_status(key, tmp_path):
+    """A run stopped (SIGTERM) while its command runs on: the command gives no exit
+    status, and the ``.status`` file says it was stopped, not merely "no exit status" (a
+    command that ended so by itself, above) nor "interrupted" (work with no command)."""
+    out = tmp_path / "out"
+    with HostileServer(ADDRESS, command=ignores_signals) as server:
+        pssh = Pssh(["run", "-H", server.address, "--port", str(server.port), "-k", key,
+                     "--no-agent", "-F", "none", "--known-hosts",
+                     known_hosts(server, tmp_path), "--output-dir", str(out), "--",
+                     "anything"], tmp_path)
+        try:
+            stdout = out / f"{ADDRESS}.stdout"
+            pssh.started(lambda: stdout.exists() and "started" in stdout.read_text(),
+                         "the command running")
+            pssh.signal(signal.SIGTERM, whole_group=False)
+            assert pssh.wait() == 143, pssh.stderr()
+        finally:
+            pssh.kill()
+    assert (out / f"{ADDRESS}.status").read_text() == "error: stopped, no exit status\n"

@@ -5,7 +5,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 from gevent.queue import Queue
@@ -13,6 +12,7 @@ from gevent.queue import Queue
 from pssh.fanout.link import WorkerGone
 from pssh.fanout.process import ProcessGroup
 from processes import alive, children_running
+from waiting import gone
 
 
 def start(group, job, init="hi"):
@@ -81,12 +81,14 @@ def test_a_worker_ignores_sigint_and_takes_sigterm_as_stop_your_work():
 
 
 PARENT_KILLED = textwrap.dedent("""
-    import os, signal, gevent
+    import os, signal
+    from gevent.queue import Queue
     from pssh.fanout.process import ProcessGroup
     group = ProcessGroup()
-    worker = group.start("w", "fanout_jobs:echo", None, lambda m: None, lambda why: None)
+    messages = Queue()
+    worker = group.start("w", "fanout_jobs:echo", None, messages.put, lambda why: None)
+    assert messages.get(timeout=60) == ("ready", None)  # its job runs, serving this parent
     print(worker.pid, flush=True)
-    gevent.sleep(1)
     os.kill(os.getpid(), signal.SIGKILL)  # no scope ends: nothing is closed
 """)
 
@@ -99,7 +101,4 @@ def test_a_parent_killed_outright_ends_its_workers(tmp_path):
                                 p for p in sys.path if p)))
     assert parent.returncode == -signal.SIGKILL, parent.stderr
     pid = int(parent.stdout)
-    deadline = time.monotonic() + 30  # (only a hang stops the wait)
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not alive(pid)
+    assert gone(lambda: [pid] if alive(pid) else [], what="the orphaned worker") == []

@@ -8,11 +8,10 @@ asyncio side is given them under asyncssh's names, taken from the settings' decl
 """
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
+import uuid
 
 import pytest
 
@@ -24,6 +23,8 @@ from loopback import address, addresses
 from pssh.sshd import OpenSSHServer, ServerGroup
 from conftest import trusting
 from processes import processes_with, stopped
+from serving import Serving
+from waiting import gone
 
 FRONT_ENDS = ["gevent", "asyncio", "uvloop"]
 ASYNCSSH_NAME = {name: d.asyncssh or name for name, d in declarations()
@@ -197,30 +198,16 @@ def test_an_upload_replaces_a_file_but_never_what_it_cannot_replace(front_end, g
 HANG_UP = address()
 
 
-class HangUp:
+class HangUp(Serving):
     """A TCP port that accepts connections and closes them at once (a server whose SSH
     daemon keeps failing): counts the connections."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind((HANG_UP, 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
         self.accepted = 0
-        self._thread = threading.Thread(target=self._serve, daemon=True)
-        self._thread.start()
+        super().__init__(self._hang_up, HANG_UP)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.accepted += 1
-            conn.close()
-
-    def close(self) -> None:
-        self.sock.close()
+    def _hang_up(self, connection) -> None:
+        self.accepted += 1  # closed by Serving as this returns
 
 
 @pytest.mark.parametrize("front_end", FRONT_ENDS)
@@ -273,7 +260,7 @@ def test_a_server_that_stops_answering_is_declared_lost(front_end, group, tmp_pa
 
 @pytest.mark.parametrize("front_end", FRONT_ENDS)
 def test_a_cancellable_command_is_stopped_on_the_server(front_end, group, tmp_path):
-    sleeper = f"sleep 351.{FRONT_ENDS.index(front_end)}{os.getpid()}"
+    sleeper = f"sleep 351.{uuid.uuid4().int % 10**9}"  # this test's alone
     settings = login(group, tmp_path)
     if front_end == "gevent":
         from pssh.clients import SSHClient
@@ -292,4 +279,4 @@ def test_a_cancellable_command_is_stopped_on_the_server(front_end, group, tmp_pa
                 assert await process.stdout.readline() == "started\n"
                 await process.terminate()
         loop_run(front_end, main())
-    assert processes_with(sleeper) == []
+    assert gone(lambda: processes_with(sleeper)) == []

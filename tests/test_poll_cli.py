@@ -178,19 +178,51 @@ def test_processes_2_poll_every_host_each_shard_keeping_its_bucket_state():
 def test_a_worker_process_that_dies_is_started_again_and_its_hosts_polled():
     run = start("--embedded", "2", "--check", LOAD, "--interval", "0.5s", "--processes", "2",
                 "--health-interval", "0.5", "--output", "json")
+    printed = []  # its JSON lines as they come (read beside the test, below)
     killed = []
+
+    def read_stdout() -> None:
+        for line in run.stdout:
+            printed.append(json.loads(line))
+
+    def tally(items: list, since: float = 0.0) -> list:
+        """How many results of each host ``items`` hold (polled after ``since``)."""
+        hosts = [i["host"] for i in items if i["type"] == "result" and i["time"] > since]
+        return [hosts.count(host) for host in ("127.0.0.1", "127.0.0.2")]
+
+    def counted() -> bool:
+        """Each host polled twice, then a health line counting at least the polls printed
+        before it: the victim, whichever it is, has counted polls."""
+        items = list(printed)
+        return any(h["type"] == "health" and min(tally(items[:p])) >= 2
+                   and h["polls"] >= sum(tally(items[:p])) for p, h in enumerate(items))
 
     def kill_one_and_wait_for_its_successor():
         wait_until(lambda: len(workers_of(run.pid)) == 2, what="two worker processes")
-        time.sleep(4)  # the victim has counted polls before it dies
+        wait_until(counted, what="both hosts' polls counted in the fleet's health")
         victim = workers_of(run.pid)[0]
         os.kill(victim, signal.SIGKILL)
         killed.append(time.time())
         wait_until(lambda: len(workers_of(run.pid)) == 2 and victim not in workers_of(run.pid),
                    what="a new worker process")
-        time.sleep(3)  # a few rounds of polls from it
+        wait_until(lambda: min(tally(list(printed), since=killed[0])) >= 2,
+                   what="both hosts polled twice since the kill")
 
-    stdout, stderr = signalled(run, signal.SIGTERM, kill_one_and_wait_for_its_successor)
+    reader = threading.Thread(target=read_stdout)
+    reader.start()
+    try:
+        kill_one_and_wait_for_its_successor()
+        run.send_signal(signal.SIGTERM)
+        run.wait(HANG)
+        reader.join(HANG)
+        stderr = run.stderr.read()
+    finally:
+        run.kill()
+        run.wait()
+        reader.join(HANG)
+        run.stdout.close()
+        run.stderr.close()
+    stdout = "".join(json.dumps(item) + "\n" for item in printed)
     assert run.returncode == 143, stderr
     assert "was killed by signal 9; started again" in stderr
     results, health = json_lines(stdout)

@@ -1,6 +1,6 @@
 """client.cancel(): remote commands stopped, on hosts that run them for real."""
-import os
-import subprocess
+import signal
+import uuid
 
 import gevent
 import pytest
@@ -8,7 +8,7 @@ import pytest
 from pssh.clients import ParallelSSHClient
 from loopback import addresses
 from pssh.sshd import ServerGroup
-from processes import pgrep
+from processes import pgrep, signal_each
 from waiting import eventually, gone
 
 
@@ -34,7 +34,7 @@ def left(pattern):
 
 
 def test_cancellable_commands_stop_without_a_pty(client, group):
-    sleeper = f"sleep 331.{os.getpid()}"
+    sleeper = f"sleep 331.{uuid.uuid4().int % 10**9}"
     output = client.run_command(f"echo started; {sleeper}; echo never", cancellable=True)
     assert [next(o.stdout) for o in output] == ["started", "started"]
     stopped = client.cancel()
@@ -47,7 +47,7 @@ def test_cancellable_commands_stop_without_a_pty(client, group):
 
 
 def test_pty_commands_stop_when_their_channel_closes(client):
-    sleeper = f"sleep 332.{os.getpid()}"
+    sleeper = f"sleep 332.{uuid.uuid4().int % 10**9}"
     output = client.run_command(sleeper, use_pty=True)
     # Started for sure (a cancel before the start would stop nothing, and prove nothing).
     eventually(lambda: len(pgrep(sleeper)) >= 2, what="the command on both hosts",
@@ -59,9 +59,11 @@ def test_pty_commands_stop_when_their_channel_closes(client):
 def test_without_marker_or_pty_the_channel_still_closes(client):
     # The server ignores the signal request for this (root) login: the process
     # stays, as with ssh; the client side is released all the same.
-    sleeper = f"sleep 333.{os.getpid()}"
+    sleeper = f"sleep 333.{uuid.uuid4().int % 10**9}"
     output = client.run_command(f"echo hi; {sleeper}")
     assert [next(o.stdout) for o in output] == ["hi", "hi"]
     assert len(client.cancel(output)) == 2
     assert client.finished(output)
-    subprocess.run(["pkill", "-f", sleeper])
+    # Left running by the server, as said: ended here, by its unique name.
+    signal_each(pgrep(sleeper), signal.SIGKILL)
+    assert left(sleeper) == []

@@ -14,7 +14,7 @@ from pssh.clients.cluster import plan_shards, run_on_cluster
 from pssh.sshd import ServerGroup, free_port
 from loopback import address, addresses
 from processes import processes_with
-from waiting import eventually
+from waiting import eventually, gone
 
 ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
 
@@ -184,7 +184,7 @@ def test_stop_stops_the_remote_commands(group, tmp_path, scheduler, start_worker
     eventually(lambda: len(processes_with(marker)), 30, "the four commands running",
                equal_to=4)
     run.stop()  # returns once the tasks have stopped their commands
-    eventually(lambda: processes_with(marker) == [], 5, "the commands stopped")
+    assert gone(lambda: processes_with(marker), what="the commands stopped") == []
     results = list(run)
     assert len(results) == 4 and all(r.stdout == "" and r.exit_code != 0 for r in results)
 

@@ -41,12 +41,15 @@ def test_decisions_with_100000_lines(fleet, tmp_path):
                                allow_agent=False, identity_auth=False, known_hosts=str(path),
                                host_key_policy="strict", timeout=60, num_retries=1,
                                pool_size=200)
-    output = client.run_command("echo ok", stop_on_errors=False)
-    for i, host_out in enumerate(output):
-        if i < 150:
-            assert host_out.exception is None, (i, host_out.exception)
-            assert list(host_out.stdout) == ["ok"]
-        elif i < 175:
-            assert isinstance(host_out.exception, exc.HostKeyMismatchError), i
-        else:
-            assert isinstance(host_out.exception, exc.UnknownHostKeyError), i
+    try:
+        output = client.run_command("echo ok", stop_on_errors=False)
+        for i, host_out in enumerate(output):
+            if i < 150:
+                assert host_out.exception is None, (i, host_out.exception)
+                assert list(host_out.stdout) == ["ok"]
+            elif i < 175:
+                assert isinstance(host_out.exception, exc.HostKeyMismatchError), i
+            else:
+                assert isinstance(host_out.exception, exc.UnknownHostKeyError), i
+    finally:
+        client.close()  # its 150 sessions end with the test, not when it is collected

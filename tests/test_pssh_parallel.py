@@ -319,7 +319,12 @@ def test_keepalives_run_and_do_not_keep_a_dropped_client_alive(group, known_host
     client = SSHClient(group.hosts[0], port=group.port, pkey=group.keys.private(),
                        known_hosts=known_hosts, allow_agent=False, identity_auth=False,
                        keepalive_seconds=1, timeout=10)
-    gevent.sleep(2.5)  # two keepalives sent in between
+    # Nothing but the keepalive loop reads from this connection now: after a first round
+    # with nothing from the server it probes it (a channel opened and closed), and the
+    # answers are the first bytes to come since. Seen, the loop has run two rounds.
+    received = client.session.bytes_received
+    eventually(lambda session=client.session: session.bytes_received > received,
+               what="the keepalives' probe answered", pause=gevent.sleep)
     assert not client._keepalive_greenlet.dead
     assert list(client.run_command("echo alive").stdout) == ["alive"]
     ref = weakref.ref(client)

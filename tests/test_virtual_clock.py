@@ -3,8 +3,10 @@ that declare a stopped server lost, a command's deadline, handshake retries and 
 delays. Each is the same core procedure the gevent and asyncio runners drive, against a
 real sshd or a real socket; only the clock is virtual, so each case takes a fraction of
 a second whatever the machine's load, and its times are exact."""
+import signal
 import socket
 import time
+import uuid
 
 import pytest
 
@@ -14,12 +16,14 @@ from pssh.core.auth import Credentials
 from pssh.core.establish import establish
 from pssh.core.settings import ConnectOptions
 from pssh.core.streams import CommandStreams
-from pssh.core.commands import open_channel, start
+from pssh.core.cancel import new_marker, with_marker
+from pssh.core.commands import open_channel, start, stop
 from pssh.core.waits import Sleep, Slots, Spawn
 from pssh.runners.virtual import VirtualClock, VirtualRunner
 from ssh2.session import Session
 
-from processes import stopped
+from processes import processes_with, signal_each, stopped
+from waiting import gone
 
 
 def connected(server, servers, **settings):
@@ -31,10 +35,11 @@ def connected(server, servers, **settings):
                      Session)
 
 
-def started(link, command: bytes):
+def started(link, command: bytes, pty=None, marker=None):
     channel = yield from open_channel(link)
     streams = CommandStreams(link, channel)
-    yield from start(link, channel, command)
+    streams.marker = marker
+    yield from start(link, channel, command, pty=pty)
     return streams
 
 
@@ -101,6 +106,56 @@ def test_a_command_deadline_is_exact(servers, server):
     assert server.address in str(err)
     assert after == pytest.approx(30)
     assert out == b"begun\n"
+
+
+#: Commands that ignore the signals a stop sends (TERM, and HUP when their pty is hung
+#: up): only SIGKILL ends them. Their names are unique, so the test finds and kills them.
+STUBBORN = {
+    "marker": "trap '' TERM HUP INT; echo started; exec sleep 1000.{}",
+    "pty": "trap '' TERM HUP INT; echo started; exec sleep 1000.{}",
+    # Its output ends (EOF) but it runs on: the close waits for an exit status that
+    # never comes, then for the server's answer to the close.
+    "output-closed": "trap '' TERM HUP INT; echo started; exec sleep 1000.{} >&- 2>&-",
+}
+
+
+@pytest.mark.parametrize("how", list(STUBBORN))
+@pytest.mark.parametrize("timeout", [0, 1, 3, 10])
+def test_a_stop_ends_within_its_deadline(servers, server, how, timeout):
+    """stop(timeout=T) of a command that ignores the signal, on a live server: each step
+    (the signal request, the kill script, the wait for the command's end, the close) gets
+    what is left of the one deadline, so the whole returns within T virtual seconds,
+    0 included, and says the command was still running; the command has no exit status."""
+    runner = VirtualRunner()
+    name = f"{uuid.uuid4().int % 10**9}"
+    marker = None if how == "pty" else new_marker()
+    command = STUBBORN[how].format(name)
+    if marker is not None:
+        command = with_marker(command, marker)
+
+    def procedure():
+        link = yield from connected(server, servers, keepalive_seconds=0, num_retries=1)
+        try:
+            streams = yield from started(link, command.encode(),
+                                         pty=() if how == "pty" else None, marker=marker)
+            out, ready_by = b"", runner.clock.now() + 30
+            while b"started" not in out:  # its trap is set: the stop may begin
+                yield from streams.fill(0, ready_by)
+                out += streams.buffers[0].take()
+            began = runner.clock.now()
+            was_running = yield from stop(link, streams, timeout=timeout)
+            return was_running, runner.clock.now() - began, streams.exit_code
+        finally:
+            link.close()
+
+    try:
+        was_running, took, exit_code = runner.run(procedure())
+    finally:
+        signal_each(processes_with(f"sleep 1000.{name}"), signal.SIGKILL)
+    assert gone(lambda: processes_with(f"sleep 1000.{name}")) == []
+    assert was_running
+    assert took <= timeout, took
+    assert exit_code is None
 
 
 def test_handshake_retries_wait_their_delay_and_each_try_its_timeout():

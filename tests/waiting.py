@@ -66,6 +66,24 @@ async def eventually_async(predicate: Callable[[], Union[T, Awaitable[T]]],
         await asyncio.sleep(interval)
 
 
+def eventually_procedure(predicate: Callable[[], T], timeout: float = TIMEOUT,
+                         what: str = "", interval: float = INTERVAL):
+    """:func:`eventually` inside a core procedure (:mod:`pssh.core.waits`), as
+    ``value = yield from eventually_procedure(...)``: it waits with a ``Sleep`` between
+    looks, so the runner's loop (any runner's) goes on meanwhile. The limit is real
+    time, whatever the runner's clock."""
+    from pssh.core.waits import Sleep
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise NeverHappened(f"not within {timeout} s: {what or predicate!r} "
+                                f"(last seen: {value!r})")
+        yield Sleep(interval)
+
+
 def gone(find: Callable[[], list], timeout: float = TIMEOUT, what: str = "",
          interval: float = INTERVAL, pause: Callable[[float], object] = time.sleep) -> list:
     """What ``find()`` still lists once it is empty or ``timeout`` has passed (processes

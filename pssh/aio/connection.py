@@ -372,7 +372,16 @@ class SSHClientConnection:
         if cancellable and command is not None:
             marker = new_marker()
             sent = with_marker(command, marker)
-        streams = await self._open(sent, env, term_type, term_size, subsystem)
+        try:
+            streams = await self._open(sent, env, term_type, term_size, subsystem)
+        except BaseException:
+            if marker is not None:
+                # Stopped (cancelled, timed out) half-way through its start: the server may
+                # have started the command all the same (its request was sent), and would
+                # leave it running without a pty. Its marked processes are signalled, in
+                # the background (closing the connection waits for it).
+                self._background(self._signal_marked(marker, "TERM"))
+            raise
         streams.core.marker = marker
         process = SSHClientProcess(streams, command, encoding, errors,
                                    stopper=lambda signal: self._background(
@@ -425,21 +434,29 @@ class SSHClientConnection:
 
     async def _stop_command(self, streams: ChannelStreams, signal: str) -> None:
         """Send ``signal`` to a command: a "signal" request, then, for a command started
-        cancellable, to every process carrying its marker (the core's stop, whose
-        channel close is left to the command's own end)."""
+        cancellable, to every process carrying its marker (the core's
+        :func:`~pssh.core.commands.signal_command`, within :data:`STOP_TIMEOUT` as a
+        whole; the channel's close is left to the command's own end)."""
         if self.session is None:
             return
-        core = streams.core
         try:
-            await self._call(core.channel.signal, signal, timeout=STOP_TIMEOUT,
-                             what="sending a signal")
-        except (ssh2_exc.SSH2Error, exc.PSSHError) as err:
-            log.debug("%s: signal request failed: %s", self.host, err)
-        if core.marker is not None:
-            from pssh.core.cancel import kill_script
-            await self._run(core_commands.run_to_end(
-                self._link, kill_script(core.marker, signal).encode(), STOP_TIMEOUT))
+            await self._run(core_commands.signal_command(self._link, streams.core, signal,
+                                                         STOP_TIMEOUT))
+        except exc.PSSHError as err:  # the connection was lost meanwhile
+            log.debug("%s: signalling a command failed: %s", self.host, err)
+            return
         log.info("%s: sent %s to a command", self.host, signal)
+
+    async def _signal_marked(self, marker: str, signal: str) -> None:
+        """Send ``signal`` to the processes carrying ``marker`` (within
+        :data:`STOP_TIMEOUT`), for a command whose start was cut short."""
+        if self.session is None:
+            return
+        try:
+            await self._run(core_commands.signal_marked(self._link, marker, signal,
+                                                        STOP_TIMEOUT))
+        except exc.PSSHError as err:  # the connection was lost meanwhile
+            log.debug("%s: signalling a command cut short failed: %s", self.host, err)
 
     def _abandon(self, streams: ChannelStreams) -> None:
         """A command given up (cancelled, timed out): send its channel's close and keep the

@@ -18,7 +18,7 @@ from pssh import exceptions as exc
 from pssh.cli import ping_view
 from pssh.cli.failures import without_host
 from pssh.cli.hosts import HostSpec, UsageError, file_name, labels
-from pssh.cli.pipeline import HostEvents, ended_without_status
+from pssh.cli.pipeline import INTERRUPTED, HostEvents, ended_without_status
 from pssh.clients import ParallelSSHClient
 from pssh.config import HostConfig
 from pssh.core import lines
@@ -81,6 +81,9 @@ class ClientExecutor:
         self.tasks: Dict[int, gevent.Greenlet] = {}
         self.commands: Dict[int, HostOutput] = {}  # commands started and not yet finished
         self.cancelled: Dict[int, exc.PSSHError] = {}  # why, for hosts stopped one by one
+        #: The run is being stopped (:meth:`stop`): every command still running is ours to
+        #: stop, so one that ends without an exit status was stopped, and says so.
+        self.stopping = False
 
     # -- the executor ------------------------------------------------------------------
 
@@ -96,7 +99,7 @@ class ClientExecutor:
             del self.tasks[index]
             error = self.cancelled.pop(index, None) or task.exception
             self.events.finished(index, error=reason(error) if isinstance(error, Exception)
-                                 else "interrupted")
+                                 else INTERRUPTED)
 
     def cancel(self, index: int, error: exc.PSSHError) -> None:
         task = self.tasks.get(index)
@@ -108,6 +111,7 @@ class ClientExecutor:
         pass
 
     def stop(self) -> None:
+        self.stopping = True
         commands = list(self.commands.values())
         if commands:
             self.client.cancel(commands, timeout=STOP_TIMEOUT)
@@ -133,7 +137,7 @@ class ClientExecutor:
                 error = reason(self.cancelled.pop(index))
                 self._give_up(index)
             else:
-                error = "interrupted"
+                exit_code, error = self._stopped_outcome(index)
         except Exception as err:  # a failure, or a bug: the host ends, never hangs
             error = reason(err)
             if not isinstance(err, (exc.PSSHError, OSError, ValueError)):
@@ -143,6 +147,18 @@ class ClientExecutor:
             self.tasks.pop(index, None)
             self.commands.pop(index, None)
         self.events.finished(index, exit_code, error, note)
+
+    def _stopped_outcome(self, index: int) -> Tuple[Optional[int], Optional[str]]:
+        """(exit status, error) of a host whose greenlet the run's stop ended: how its
+        command ended if one had started (the stop cancelled it first), else
+        :data:`~pssh.cli.pipeline.INTERRUPTED`."""
+        output = self.commands.get(index)
+        if output is None:
+            return None, INTERRUPTED
+        if output.finished and output.exit_code is not None:
+            # It ended by itself, its status said, as the stop came: that is how it ended.
+            return output.exit_code, None
+        return None, ended_without_status(output.exit_signal, stopped=True)
 
     def _work(self, index: int) -> Outcome:
         try:
@@ -215,7 +231,9 @@ class ClientExecutor:
             raise failed[0]
         self.commands.pop(index, None)
         if output.exit_code is None:
-            return None, ended_without_status(output.exit_signal), None
+            # Stopped by us: the run's stop, or -t (whose own error the pipeline keeps).
+            stopped = self.stopping or index in self.cancelled
+            return None, ended_without_status(output.exit_signal, stopped), None
         return output.exit_code, None, None
 
     def _ping(self, index: int) -> Outcome:

@@ -91,6 +91,7 @@ class _Running:
     files: List[Optional[BinaryIO]] = field(default_factory=lambda: [None, None])
     timer: Optional[gevent.Greenlet] = None
     timed_out: Optional[str] = None  # -t ran out: the host's error, whatever follows
+    command_started: bool = False  # its remote command started (run): a stop stops it
     file_error: Optional[str] = None
 
 
@@ -189,6 +190,7 @@ class Pipeline:
         running = self._running.get(index)
         if running is None or self.args.subcommand != "run":
             return
+        running.command_started = True
         # Started again (--idempotent, its worker lost): its output is the new run's.
         for earlier in running.files:
             if earlier is not None:
@@ -274,8 +276,10 @@ class Pipeline:
                              f"{fold(names) or 'none'} (Ctrl-C again to stop them)")
 
     def _stop(self, signum: int, by_hand: bool) -> None:
-        """Stop the run: the executor stops what runs, the hosts it leaves are ended as
-        interrupted (their ``.status`` files say so), and the run ends."""
+        """Stop the run: the executor stops what runs (each host it ends says how its
+        command ended), the hosts it leaves are ended here (their ``.status`` files say
+        so: a command started and stopped, :data:`STOPPED_NO_STATUS`; other work,
+        :data:`INTERRUPTED`), and the run ends."""
         names = [self.hosts[i] for i in sorted(self._running)]
         if names:
             cause = "interrupted" if signum == signal.SIGINT else "terminated"
@@ -283,9 +287,11 @@ class Pipeline:
             sys.stderr.write(f"pssh: {cause}: stopping {WORK[self.args.subcommand]} on "
                              f"{len(names)} host(s) still running: {fold(names)}{hint}\n")
             sys.stderr.flush()
+        stopped = False
         try:
             if self.executor is not None:
                 self.executor.stop()
+                stopped = True
         except Exception as err:  # what could not be stopped is ended here all the same
             log.error("stopping the run: %s", err)
         finally:
@@ -293,7 +299,10 @@ class Pipeline:
                 running = self._running.pop(index)
                 if running.timer is not None:
                     running.timer.kill(block=False)
-                running.result.error = "interrupted"
+                # The executor stopped its command (signalled it, closed or gave up its
+                # channel) but did not report its end: it has no exit status we know of.
+                running.result.error = STOPPED_NO_STATUS \
+                    if stopped and running.command_started else INTERRUPTED
                 running.result.duration = time.monotonic() - running.started
                 self._close_files(running)
                 self._end(index, running.result)
@@ -360,6 +369,19 @@ def exit_status(policy: str, results: List[Optional[HostResult]]) -> int:
     return options.EXIT_HOSTS_FAILED
 
 
-def ended_without_status(exit_signal: Optional[str]) -> str:
-    """The error of a command that ended with no exit status."""
-    return f"killed by signal {exit_signal}" if exit_signal else "no exit status"
+#: The error of a host whose command we stopped (the run stopped, or the host's -t ran
+#: out) and that said neither an exit status nor a signal: what happened, never a guess.
+STOPPED_NO_STATUS = "stopped, no exit status"
+#: The error of a host whose work was under way when the run stopped, no command of its
+#: started (connecting, logging in, a transfer; its partial file is removed).
+INTERRUPTED = "interrupted"
+
+
+def ended_without_status(exit_signal: Optional[str], stopped: bool = False) -> str:
+    """The error of a command that ended with no exit status: the signal that killed it
+    (``killed by signal TERM``), else whether we had stopped it (:data:`STOPPED_NO_STATUS`)
+    or it ended so by itself (``no exit status``: the server closed its channel without
+    saying how it ended)."""
+    if exit_signal:
+        return f"killed by signal {exit_signal}"
+    return STOPPED_NO_STATUS if stopped else "no exit status"

@@ -140,7 +140,9 @@ class CommandOutput:
     def __init__(self) -> None:
         self.stdout = ConcurrentRWBuffer(self, 0)
         self.stderr = ConcurrentRWBuffer(self, 1)
-        self._buffers = (self.stdout, self.stderr)
+        #: ``(stdout, stderr)``, by stream number (0, 1): where a subclass writes what
+        #: comes, and sets ``eof`` on at a stream's end.
+        self.buffers = (self.stdout, self.stderr)
         self.exit_code: Optional[int] = None
         self.exit_signal: Optional[str] = None
         self.closed = False

@@ -339,7 +339,7 @@ class CommandStreams:
         if settle and not self.closed:
             yield from self.link.call(self.channel.wait_closed, timeout=remaining(deadline),
                                       what="waiting for the exit status")
-        yield from self.finish()
+        yield from self.finish(UNSET if deadline is None else remaining(deadline))
 
     def discard(self) -> None:
         """Drop what the buffers hold."""
@@ -350,7 +350,7 @@ class CommandStreams:
     def finish(self, timeout: Limit = UNSET) -> Procedure[None]:
         """Close the channel, wait for the server's close, keep the exit status
         (idempotent). A server that does not answer within ``timeout`` (the link's by
-        default) leaves the channel given up: no exit status.
+        default), which bounds the whole, leaves the channel given up: no exit status.
 
         ``exit_code`` is None when the command did not say how it ended: killed by a
         signal (``exit_signal``), or closed before any exit status came. libssh2 says 0
@@ -360,12 +360,14 @@ class CommandStreams:
             return
         self.closed = True
         channel = self.channel
+        deadline = deadline_after(self.link.timeout if timeout is UNSET else timeout)
         try:
             if channel.eof() and channel.exit_status_received() is False:
-                yield from self._settle(timeout)
+                yield from self._settle(remaining(deadline))
             # libssh2's close also waits for the server's close (wait_closed would
-            # refuse a channel closed before the command's EOF).
-            yield from self.link.call(channel.close, timeout=timeout,
+            # refuse a channel closed before the command's EOF). It gets what the
+            # settling left: one deadline for the whole.
+            yield from self.link.call(channel.close, timeout=remaining(deadline),
                                       what="closing the channel")
         finally:
             for buffer in self.buffers:

@@ -173,12 +173,21 @@ class BaseParallelSSHClient:
             return self.host_config[host_i]
         return HostConfig.of(self._options)
 
-    def _host_options(self, host_i: int) -> ConnectOptions:
-        """The client's options with ``host_config[host_i]`` layered over them (the host's
-        client checks its key file: a missing one is that host's PKeyFileError)."""
+    def host_options(self, host_i: int) -> ConnectOptions:
+        """The options ``hosts[host_i]`` is connected with: the client's, with
+        ``host_config[host_i]`` layered over them (the host's ssh config entry comes
+        later, when its client resolves them; its client checks the key file: a missing
+        one is that host's PKeyFileError). A client whose hosts' options are resolved
+        elsewhere (a sharded client's worker is given them) overrides this."""
         if self.host_config is None:
             return self._options
         return self.host_config[host_i].options().over(self._options)
+
+    @property
+    def ssh_config(self) -> Optional[SSHConfig]:
+        """The OpenSSH client config each host's settings are completed from (the
+        ``ssh_config`` argument, loaded), or None for none."""
+        return self._ssh_config
 
     # -- clients -------------------------------------------------------------------
 
@@ -187,7 +196,7 @@ class BaseParallelSSHClient:
         client = self._host_clients.get((host_i, host))
         if client is not None and client.session is not None:
             return client
-        client = self._make_ssh_client(host, self._host_options(host_i))
+        client = self._make_ssh_client(host, self.host_options(host_i))
         self._host_clients[(host_i, host)] = client
         return client
 

@@ -27,6 +27,7 @@ import warnings
 import weakref
 from typing import Any, Callable, Iterable, Iterator, List, Optional, Union
 
+import gevent
 from gevent import socket
 
 from pssh import exceptions as exc
@@ -54,6 +55,10 @@ from ssh2.session import Session
 
 host_logger = logging.getLogger("pssh.host_logger")
 logger = logging.getLogger(__name__)
+
+#: Seconds given to signalling the processes of a cancellable command whose start was cut
+#: short (:meth:`BaseSSHClient._signal_marked_later`).
+STOP_TIMEOUT = 10.0
 
 _named = named  # parallel-ssh era name, kept for callers
 
@@ -646,7 +651,12 @@ class BaseSSHClient(PollMixIn):
         if marker is not None:
             command = with_marker(command, marker)
         wrapped = self._wrap_command(command, sudo, user, shell).encode(encoding)
-        channel = self._execute(wrapped, use_pty=use_pty)
+        try:
+            channel = self._execute(wrapped, use_pty=use_pty)
+        except BaseException:
+            if marker is not None:
+                self._signal_marked_later(marker)
+            raise
         logger.debug("%s: started %r", self.host, wrapped)
         host_out = self._make_host_output(channel, encoding, read_timeout or timeout,
                                           fully_qualified_command=wrapped, errors=errors)
@@ -672,6 +682,22 @@ class BaseSSHClient(PollMixIn):
         if reader is None or reader.closed:
             return False
         return self._run(core_commands.stop(self._link, reader.streams, signal, timeout))
+
+    def _signal_marked_later(self, marker: str) -> None:
+        """A cancellable command whose start was cut short (its greenlet killed: a stopped
+        run, a timeout): the server may have started it all the same (the request was
+        sent), and without a pty would leave it running. Its marked processes are sent
+        TERM from a greenlet of their own (the one cut short is on its way out)."""
+        if self.session is None:
+            return
+        link = self._link
+
+        def signal_them() -> None:
+            try:
+                self._run(core_commands.signal_marked(link, marker, "TERM", STOP_TIMEOUT))
+            except Exception as err:  # the connection closed or was lost meanwhile
+                logger.debug("%s: signalling a command cut short failed: %s", self.host, err)
+        gevent.spawn(signal_them)
 
     def execute(self, cmd: str, use_pty: bool = False, channel=None):
         """Deprecated: use :meth:`run_command`. Starts ``cmd``; returns its channel."""

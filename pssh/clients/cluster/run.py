@@ -101,6 +101,8 @@ class ClusterRun:
         self._hub = None
         self._stop = None  # the run's gevent event, set from any thread
         self._ended = threading.Event()
+        #: Held while telling the run's hub to stop, and while ending it: never both.
+        self._hub_lock = threading.Lock()
         self._finished = False
         self._thread = threading.Thread(
             target=self._main, name="pssh cluster run", daemon=True,
@@ -115,6 +117,20 @@ class ClusterRun:
 
     def _main(self, scheduler, plan, command, run_kwargs, options, ssh_config, idempotent,
               pool_size) -> None:
+        import gevent
+
+        try:
+            self._run_in_thread(scheduler, plan, command, run_kwargs, options, ssh_config,
+                                idempotent, pool_size)
+        finally:
+            # The thread's hub (its loop's descriptors, its thread pool's threads) would
+            # outlive the thread unless destroyed: one of each per run, for the process.
+            with self._hub_lock:
+                self._ended.set()
+                gevent.get_hub().destroy(destroy_loop=True)
+
+    def _run_in_thread(self, scheduler, plan, command, run_kwargs, options, ssh_config,
+                       idempotent, pool_size) -> None:
         import gevent
         from gevent.event import Event
 
@@ -143,7 +159,6 @@ class ClusterRun:
         finally:
             self._started.set()
             self._results.put(_END)
-            self._ended.set()
 
     # -- the caller's side (any thread) --------------------------------------------------
 
@@ -168,8 +183,9 @@ class ClusterRun:
         """Stop the run: running commands are stopped on their hosts; returns once they
         have (or after :data:`STOP_TIMEOUT`). The results of the hosts stopped come next
         in the iteration."""
-        if self._hub is not None and not self._ended.is_set():
-            self._hub.loop.run_callback_threadsafe(self._stop.set)
+        with self._hub_lock:
+            if self._hub is not None and not self._ended.is_set():
+                self._hub.loop.run_callback_threadsafe(self._stop.set)
         self._ended.wait(STOP_TIMEOUT + 5)
 
     def close(self) -> None:
@@ -308,5 +324,5 @@ def run_on_cluster(scheduler, hosts: Sequence[str], command: str, *, labels: Lab
 
     run_kwargs = dict(sudo=sudo, user=sudo_user, use_pty=use_pty, shell=shell,
                       encoding=encoding)
-    return ClusterRun(scheduler, hosts, plan, command, run_kwargs, local._host_options,
-                      local._ssh_config or False, idempotent, pool_size)
+    return ClusterRun(scheduler, hosts, plan, command, run_kwargs, local.host_options,
+                      local.ssh_config or False, idempotent, pool_size)

@@ -115,7 +115,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
         self._finalizer = weakref.finalize(self, workers.group.close)
         self._sharded = sharded = ShardedHosts(
             workers.group, lambda: round_robin(workers.count(len(self.hosts)), len(self.hosts)),
-            lambda: self.hosts, self._host_options, self._ssh_config, self.pool_size,
+            lambda: self.hosts, self.host_options, self._ssh_config, self.pool_size,
             kind=workers.kind, own_process=workers.own_process)
         self._size_pool(sharded)
 
@@ -227,8 +227,8 @@ class ParallelSSHClient(BaseParallelSSHClient):
         self._sharded.disconnect(host_i, self.hosts[host_i])
 
     def _make_ssh_client(self, host: str, options: ConnectOptions) -> SSHClient:
-        return SSHClient(host, ssh_config=self._ssh_config or False, _jump_hosts=self._jumps,
-                         _options=options, runner=self.runner)
+        return SSHClient.from_options(host, options, ssh_config=self._ssh_config or False,
+                                      jump_hosts=self._jumps, runner=self.runner)
 
     # -- SCP --------------------------------------------------------------------------
 

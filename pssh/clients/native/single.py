@@ -121,6 +121,21 @@ class SSHClient(TransferMixin, BaseSSHClient):
         super().__init__(host, ssh_config=ssh_config, _options=options_of(locals(), _options),
                          runner=runner)
 
+    @classmethod
+    def from_options(cls, host: str, options: ConnectOptions, *,
+                     ssh_config: Union[str, SSHConfig, bool, None] = None,
+                     jump_hosts: Optional[JumpHosts] = None,
+                     runner: Optional[str] = None) -> "SSHClient":
+        """A client of ``host`` (connected and logged in, as the constructor's) with
+        ``options`` already made: what the keyword arguments would give, for a program
+        that makes many clients from options it resolved once (a parallel client, a
+        poller). ``ssh_config`` completes them per host, as the constructor's.
+        ``jump_hosts``: the connections to jump hosts, shared by the clients given the
+        same one (whoever made it closes it); None, this client's own. ``runner``: as
+        the constructor's."""
+        return cls(host, ssh_config=ssh_config, _jump_hosts=jump_hosts, _options=options,
+                   runner=runner)
+
     # -- connecting ----------------------------------------------------------------
     # Each step calls the core's (pssh.core.establish); the base class runs them in the
     # core's order. Here: jump hosts, and the session on the connected socket.

@@ -197,6 +197,10 @@ class LocalForwarder(Thread):
             watcher.stop()
             watcher.close()
             self._make_calls()
+            # A thread's hub outlives the thread unless destroyed: its loop's descriptors
+            # (an epoll, an eventfd) stayed open for the rest of the process.
+            hub.destroy(destroy_loop=True)
+            self._hub = None
 
     def _make_calls(self) -> None:
         while self._calls:
@@ -215,6 +219,7 @@ class LocalForwarder(Thread):
 
     def shutdown(self) -> None:
         """Stop every server and end the thread (waits for it)."""
+        atexit.unregister(self.shutdown)  # (registered by start: nothing left to do then)
         servers, self._servers = list(self._servers.values()), {}
         for server in servers:
             self._in_thread(server.stop)

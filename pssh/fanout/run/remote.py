@@ -54,11 +54,11 @@ class RemoteCommand(CommandOutput):
 
     def on_data(self, stream: int, data: bytes) -> None:
         self._received[stream] += len(data)
-        self._buffers[stream].write(data)
+        self.buffers[stream].write(data)
         self._changed.set()
 
     def on_eof(self, stream: int) -> None:
-        self._buffers[stream].eof.set()
+        self.buffers[stream].eof.set()
         self._changed.set()
 
     def on_status(self, exit_code: Optional[int], exit_signal: Optional[str]) -> None:
@@ -68,7 +68,7 @@ class RemoteCommand(CommandOutput):
     def on_exit(self, exit_code: Optional[int], exit_signal: Optional[str]) -> None:
         self.exit_code, self.exit_signal = exit_code, exit_signal
         self.closed = True
-        for buffer in self._buffers:
+        for buffer in self.buffers:
             buffer.eof.set()
         self._changed.set()
 
@@ -84,8 +84,8 @@ class RemoteCommand(CommandOutput):
     def fill(self, stream: int, deadline: Optional[float]) -> None:
         """Wait until ``stream`` has data or has ended, granting the worker credit first
         (the :class:`ConcurrentRWBuffer` source protocol)."""
-        buffer = self._buffers[stream]
-        while not buffer._chunks and not buffer.eof.is_set():
+        buffer = self.buffers[stream]
+        while not buffer.has_data() and not buffer.eof.is_set():
             if self.error is not None:
                 raise self.error
             # Cleared before the grant, never after: sending it may wait (a Dask queue's
@@ -94,7 +94,7 @@ class RemoteCommand(CommandOutput):
             # was lost and the reader waited for a message that would never come.
             self._changed.clear()
             self._grant(stream)
-            if buffer._chunks or buffer.eof.is_set() or self.error is not None:
+            if buffer.has_data() or buffer.eof.is_set() or self.error is not None:
                 continue
             if not self._changed.wait(remaining(deadline)):
                 raise exc.Timeout("%s: no output within the read timeout", self.host,
@@ -117,13 +117,13 @@ class RemoteCommand(CommandOutput):
                 raise self.error
             self._changed.clear()
             if consume:
-                for buffer in self._buffers:
+                for buffer in self.buffers:
                     buffer.read()
             if not self._changed.wait(remaining(deadline)):
                 raise exc.Timeout("%s: command still running after %s s", self.host, timeout,
                                   host=self.host)
         if consume:
-            for buffer in self._buffers:
+            for buffer in self.buffers:
                 buffer.read()
 
 

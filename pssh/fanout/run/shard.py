@@ -51,11 +51,12 @@ class ShardClient(ParallelSSHClient):
         # Not "_per_host": that is the client's method formatting copy_args per host.
         self._options_by_host = options
 
-    def _host_options(self, host_i: int) -> ConnectOptions:
+    def host_options(self, host_i: int) -> ConnectOptions:
+        """As the parent resolved them (its host_config and arguments)."""
         return self._options_by_host[host_i]
 
     def _connect_only(self, host_i: int, host: str) -> None:
-        self._get_ssh_client(host_i, host)
+        self.connect_host(host_i)
 
     def _disconnect_only(self, host_i: int, host: str) -> None:
         self.disconnect_host(host_i)
@@ -143,7 +144,7 @@ class Pump:
                             send(("data", self.command_id, stream, bytes(piece)))
                             self.credit[stream] -= len(piece)
                         progress = progress or bool(piece)
-                    if not ended[stream] and buffer.eof.is_set() and not buffer._chunks \
+                    if not ended[stream] and buffer.eof.is_set() and not buffer.has_data() \
                             and not held[stream]:
                         # As in one process, the exit status is known when a stream ends:
                         # it goes first (one channel EOF ends both streams).
