@@ -258,3 +258,28 @@ def test_the_environment_chooses_the_default(group, monkeypatch):
         assert client.host_client(0).sock.closed is False
     finally:
         client.close()
+
+
+def test_the_command_line_run_in_a_program_leaves_its_default_runner_alone(group, tmp_path):
+    # The command line's runner (native unless told) goes to its client and that client's
+    # worker processes, not into the process's environment, where the program's own
+    # clients would take it as their default.
+    program = textwrap.dedent(f"""
+        import os, sys
+        from pssh.cli import main
+        from pssh.clients import ParallelSSHClient
+        try:
+            code = main(["run", "-H", "{" ".join(group.hosts)}", "--port", "{group.port}",
+                  "-k", "{group.keys.private()}", "--no-agent", "-F", "none",
+                  "--known-hosts", "{group.known_hosts_file()}", "--processes", "2",
+                  "--", "echo ran"])
+        except SystemExit as end:
+            code = end.code
+        print("exit", code, file=sys.stderr)
+        print(os.environ.get("PSSH_RUNNER"), ParallelSSHClient(["x"]).runner)
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert done.stdout.count("ran") == len(group.hosts), done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "None gevent", done.stdout + done.stderr
+    assert "exit 0" in done.stderr or "exit None" in done.stderr, done.stderr

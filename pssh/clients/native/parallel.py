@@ -116,7 +116,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
         self._sharded = sharded = ShardedHosts(
             workers.group, lambda: round_robin(workers.count(len(self.hosts)), len(self.hosts)),
             lambda: self.hosts, self.host_options, self._ssh_config, self.pool_size,
-            kind=workers.kind, own_process=workers.own_process)
+            kind=workers.kind, own_process=workers.own_process, runner=self.runner)
         self._size_pool(sharded)
 
     def _size_pool(self, sharded: ShardedHosts) -> None:
