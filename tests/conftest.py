@@ -158,11 +158,15 @@ def process_wide_caches():
 
     - gevent's hub of the main thread (its loop's epoll and eventfd descriptors): one per
       thread, for the thread's life; every gevent test of this process runs on it.
+    - the native runner's engine of that hub (:func:`pssh.runners.native.hub_engine`, an
+      epoll descriptor), shared by every native-runner client of the thread, likewise.
     - libuv's process-wide signal pipe (a pipe pair made by the first uvloop loop, never
       closed: ``uv__signal_global_init``), when uvloop is installed.
     """
     import gevent
     gevent.get_hub()
+    from pssh.runners.native import hub_engine
+    hub_engine()
     if importlib.util.find_spec("uvloop") is not None:
         import uvloop
         uvloop.new_event_loop().close()

@@ -26,7 +26,7 @@ from pssh.runners._native import Cancelled, Engine
 
 log = logging.getLogger("pssh.runners.native")
 
-__all__ = ["Cancelled", "NativeRunner", "run"]
+__all__ = ["Cancelled", "NativeRunner", "hub_engine", "run"]
 
 
 class _GeventHost:
@@ -171,6 +171,13 @@ def _answer_with(handler: Callable, request: Any, answer: Callable) -> None:
         answer(None, err)
     else:
         answer(value)
+
+
+def hub_engine() -> Engine:
+    """The engine of this thread's gevent hub, which every native-runner client of the
+    thread shares: made on first use (an epoll set, one descriptor) and kept for the
+    hub's life, as the hub keeps its own loop."""
+    return _host().engine
 
 
 def _host() -> _GeventHost:
