@@ -16,6 +16,7 @@ import signal
 import subprocess
 import threading
 import time
+import traceback
 
 import gevent
 import pytest
@@ -98,7 +99,10 @@ def gevent_transfer(client, operation: str, group, src: str, dst: str):
               "scp upload": client.scp_send, "scp download": client.scp_recv}[operation]
     greenlets = method(src, dst, copy_args=[{"host": h} for h in group.hosts])
     gevent.joinall(greenlets, timeout=120)
-    assert all(g.ready() for g in greenlets)
+    # A greenlet still running after that is a hang: where each waits, for the report.
+    stuck = {host: "".join(traceback.format_stack(g.gr_frame)) for host, g in
+             zip(group.hosts, greenlets) if not g.ready() and g.gr_frame is not None}
+    assert all(g.ready() for g in greenlets), stuck
     return {host: g.exception for host, g in zip(group.hosts, greenlets)}
 
 
