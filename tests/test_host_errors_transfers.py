@@ -16,9 +16,9 @@ import signal
 import subprocess
 import threading
 import time
-import traceback
 
 import gevent
+from gevent.util import format_run_info
 import pytest
 
 from pssh import aio
@@ -99,10 +99,12 @@ def gevent_transfer(client, operation: str, group, src: str, dst: str):
               "scp upload": client.scp_send, "scp download": client.scp_recv}[operation]
     greenlets = method(src, dst, copy_args=[{"host": h} for h in group.hosts])
     gevent.joinall(greenlets, timeout=120)
-    # A greenlet still running after that is a hang: where each waits, for the report.
-    stuck = {host: "".join(traceback.format_stack(g.gr_frame)) for host, g in
-             zip(group.hosts, greenlets) if not g.ready() and g.gr_frame is not None}
-    assert all(g.ready() for g in greenlets), stuck
+    if not all(g.ready() for g in greenlets):
+        # A greenlet still running after that is a hang: where every greenlet and thread
+        # of this process waits, in full, for the report.
+        stuck = [host for host, g in zip(group.hosts, greenlets) if not g.ready()]
+        pytest.fail(f"still running after 120 s: {stuck}\n"
+                    + "\n".join(format_run_info(thread_stacks=True, greenlet_stacks=True)))
     return {host: g.exception for host, g in zip(group.hosts, greenlets)}
 
 
