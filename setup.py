@@ -72,10 +72,13 @@ class BuildExt(build_ext):
 extensions = [Extension(f"ssh2.{name}", [f"ssh2/{name}.pyx"], include_dirs=[],
                         library_dirs=[], libraries=[], extra_compile_args=["-O2"])
               for name in MODULES]
+# The native runner's engine (pssh.runners.native): epoll and the core's waits, no libssh2.
+extensions.append(Extension("pssh.runners._native", ["pssh/runners/_native.pyx"],
+                            extra_compile_args=["-O2"]))
 
 setup(
     ext_modules=extensions,
     cmdclass={"build_ext": BuildExt},
     package_data={"ssh2": ["*.pyi", "py.typed", "*.pxd", "libssh2.so.1"], "ssh2.c": ["*.pxd"],
-                  "pssh": ["py.typed"]},
+                  "pssh": ["py.typed"], "pssh.runners": ["*.pyi"]},
 )

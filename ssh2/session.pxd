@@ -42,6 +42,7 @@ cdef class Session:
     cdef int _check(self) except -1
     cdef int _check_unauthenticated(self) except -1
     cdef bint _socket_closed(self) noexcept
+    cdef bint _socket_gone(self) except -1
     cdef void _mark_dead(self) noexcept
     cdef void _release(self, int kind, void *ptr) noexcept
     cdef int _drain_deferred(self) except -1

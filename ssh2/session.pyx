@@ -19,6 +19,9 @@ from ssh2.utils cimport to_bytes, sock_fd, fd_identity, fd_is, set_tcp_nodelay, 
 
 from ssh2 import cipher_prefs, exceptions as _exc
 
+#: The default cipher preference (bytes), ordered by the first session that needs it.
+cdef object _default_ciphers = None
+
 LIBSSH2_SESSION_BLOCK_INBOUND = c.LIBSSH2_SESSION_BLOCK_INBOUND
 LIBSSH2_SESSION_BLOCK_OUTBOUND = c.LIBSSH2_SESSION_BLOCK_OUTBOUND
 LIBSSH2_HOSTKEY_HASH_MD5 = c.LIBSSH2_HOSTKEY_HASH_MD5
@@ -137,6 +140,8 @@ LIBSSH2_FLAG_SK_PRESENCE_REQUIRED = FlagType.SK_PRESENCE_REQUIRED
 LIBSSH2_FLAG_SK_VERIFICATION_REQUIRED = FlagType.SK_VERIFICATION_REQUIRED
 LIBSSH2_FLAG_PUBLICKEY_NO_QUERY = FlagType.PUBLICKEY_NO_QUERY
 LIBSSH2_FLAG_EARLY_USERAUTH = FlagType.EARLY_USERAUTH
+#: Our patch 0011's flag: the recv callback passes MSG_PEEK on (ours does; set by itself).
+cdef int _FLAG_RECV_PEEKS = 0x7003
 
 
 def _method(method_type):
@@ -367,6 +372,10 @@ cdef class Session:
             raise _exc.SessionStartupError("libssh2 could not allocate a session")
         c.libssh2_session_callback_set2(self._session, c.LIBSSH2_CALLBACK_RECV,
                                       <c.libssh2_cb_generic *>_counting_recv)
+        # The callback passes recv(2)'s flags on: our libssh2 may peek at the server's
+        # version line instead of reading it a byte at a time (patch 0011; a libssh2
+        # without it refuses the flag, harmlessly).
+        c.libssh2_session_flag(self._session, _FLAG_RECV_PEEKS, 1)
         self._fd = -1
         self._deferred = []
         self._agent_channels = []
@@ -421,11 +430,25 @@ cdef class Session:
         closed socket; :meth:`_raise` says why). (``_session`` itself is never
         NULL while methods can be called: ``__cinit__`` raises instead.)
         """
-        if not self._dead and self._socket_closed():
+        if not self._dead and self._socket_gone():
             self._mark_dead()
         if self._deferred and not self._dead:
             self._drain_deferred()
         return 0
+
+    cdef bint _socket_gone(self) except -1:
+        """Whether the caller's socket was closed, for a call (not a finaliser): asked of
+        the socket object (closed, its fileno() is -1), which costs no system call; the
+        fd's inode is compared only for an fd given as a number. (Each call asking the
+        kernel was some forty ``fstat`` calls per login.) A socket object whose fd is
+        closed behind its back, with ``os.close``, is not noticed here."""
+        sock = self._sock
+        if sock is None or isinstance(sock, int) or not hasattr(sock, "fileno"):
+            return self._socket_closed()
+        try:
+            return sock.fileno() != self._fd
+        except Exception:   # a socket object broken or half torn down: gone
+            return True
 
     cdef void _release(self, int kind, void *ptr) noexcept:
         """Free a child's libssh2 handle, or queue it if that would block.
@@ -514,10 +537,15 @@ cdef class Session:
         self._prefs_applied = True
         if self._user_crypt_pref:
             return 0
-        for method in (MethodType.CRYPT_CS, MethodType.CRYPT_SC):
-            prefs = cipher_prefs.default_order(self.supported_algs(method))
-            if prefs:
-                c.libssh2_session_method_pref(self._session, method, prefs.encode())
+        global _default_ciphers
+        if _default_ciphers is None:
+            # The ciphers are libssh2's compiled-in ones, the same both ways and for
+            # every session: ordered once, not for each of a fan-out's sessions.
+            _default_ciphers = cipher_prefs.default_order(
+                self.supported_algs(MethodType.CRYPT_CS)).encode()
+        if _default_ciphers:
+            for method in (MethodType.CRYPT_CS, MethodType.CRYPT_SC):
+                c.libssh2_session_method_pref(self._session, method, _default_ciphers)
         return 0
 
     # -- connection ----------------------------------------------------------

@@ -102,6 +102,9 @@ class _Before:
                   if thread not in self.threads and thread.is_alive() and not _pooled(thread)]
         found += [f"fd {fd}: {described_socket(target)}"
                   for fd, target in sorted(open_fds() - self.fds) if fd != kept_fd]
+        busy = _gevent_pool_busy()
+        if busy:  # its threads are kept, but one still in a call is lost to the pool
+            found.append(f"{busy} call(s) still running in gevent's thread pool")
         return found
 
 
@@ -131,6 +134,16 @@ def _gevent_pool_threads() -> set:
     return {worker._thread_ident for worker in getattr(pool, "_worker_greenlets", ())}
 
 
+def _gevent_pool_busy() -> int:
+    """How many calls the main thread's hub's thread pool is still running or holds: its
+    threads are kept (:func:`_gevent_pool_threads`), but one left blocked in a call is
+    lost to every later user of the pool (DNS resolution among them) until the call ends;
+    with all of them lost, the next call waits for ever."""
+    hub = sys.modules["gevent"].get_hub()
+    pool = getattr(hub, "_threadpool", None)
+    return len(pool) if pool is not None else 0
+
+
 #: Threads a library keeps for the rest of the process once a test made it start them,
 #: by name; each is reused by the next test that needs it, and bounded.
 POOLED_THREADS = (
@@ -158,11 +171,15 @@ def process_wide_caches():
 
     - gevent's hub of the main thread (its loop's epoll and eventfd descriptors): one per
       thread, for the thread's life; every gevent test of this process runs on it.
+    - the native runner's engine of that hub (:func:`pssh.runners.native.hub_engine`, an
+      epoll descriptor), shared by every native-runner client of the thread, likewise.
     - libuv's process-wide signal pipe (a pipe pair made by the first uvloop loop, never
       closed: ``uv__signal_global_init``), when uvloop is installed.
     """
     import gevent
     gevent.get_hub()
+    from pssh.runners.native import hub_engine
+    hub_engine()
     if importlib.util.find_spec("uvloop") is not None:
         import uvloop
         uvloop.new_event_loop().close()

@@ -152,7 +152,9 @@ def documented_commands():
     for text in texts:
         for line in text.splitlines():
             line = line.strip().strip("`")
-            if re.match(r"pssh (run|copy|fetch|ping|hosts) ", line):
+            # A backtick left inside is prose that wrapped onto a line starting with a
+            # command's words ("pssh fetch -r`; ..."), not a command line.
+            if re.match(r"pssh (run|copy|fetch|ping|hosts) ", line) and "`" not in line:
                 yield line
 
 

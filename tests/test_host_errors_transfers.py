@@ -18,6 +18,7 @@ import threading
 import time
 
 import gevent
+from gevent.util import format_run_info
 import pytest
 
 from pssh import aio
@@ -98,7 +99,12 @@ def gevent_transfer(client, operation: str, group, src: str, dst: str):
               "scp upload": client.scp_send, "scp download": client.scp_recv}[operation]
     greenlets = method(src, dst, copy_args=[{"host": h} for h in group.hosts])
     gevent.joinall(greenlets, timeout=120)
-    assert all(g.ready() for g in greenlets)
+    if not all(g.ready() for g in greenlets):
+        # A greenlet still running after that is a hang: where every greenlet and thread
+        # of this process waits, in full, for the report.
+        stuck = [host for host, g in zip(group.hosts, greenlets) if not g.ready()]
+        pytest.fail(f"still running after 120 s: {stuck}\n"
+                    + "\n".join(format_run_info(thread_stacks=True, greenlet_stacks=True)))
     return {host: g.exception for host, g in zip(group.hosts, greenlets)}
 
 

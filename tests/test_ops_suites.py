@@ -21,7 +21,10 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 def run_suite(name, tmp_path):
     require("pytest_benchmark", "paramiko", "hussh", "asyncssh")
     out = tmp_path / f"{name}.json"
-    env = dict(os.environ, BENCH_OPS_ROUNDS="1", BENCH_OPS_ADDRESS=address())
+    # Without xdist's variables: pytest-benchmark reads PYTEST_XDIST_WORKER as "this is an
+    # xdist worker" and then quietly disables itself (no JSON is written).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST_")}
+    env.update(BENCH_OPS_ROUNDS="1", BENCH_OPS_ADDRESS=address())
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--import-mode=importlib",
          "-q", "-rs", str(BENCHMARKS / f"{name}.py"), f"--benchmark-json={out}"],

@@ -1,6 +1,7 @@
 """``kill -USR1`` on a pssh run that seems stuck: every pssh process of the run (the
 command line, its worker processes) writes its greenlets' stacks to standard error and
 goes on; the run ends as it would have."""
+import os
 import signal
 import subprocess
 import sys
@@ -55,6 +56,41 @@ def test_sigusr1_shows_what_each_host_waits_for_and_the_run_goes_on(group, mode,
     assert text.count("---- end of stacks ----") == 1 + len(workers), text
     # Greenlets, not only threads: the per-host work shows where it waits.
     assert "Greenlet" in text and "* Greenlets" in text, text
+
+
+@pytest.mark.parametrize("sig", [signal.SIGUSR1, signal.SIGINT], ids=["SIGUSR1", "SIGINT"])
+def test_a_signal_that_reaches_a_worker_while_it_starts_is_not_its_end(group, sig):
+    # Ctrl-C and kill -USR1 at a terminal reach the whole process group whenever they
+    # come: each worker is signalled as soon as it exists, before it can have set its
+    # handlers (a Python process takes tens of milliseconds to get there).
+    marker = f"pssh-early-{uuid.uuid4().hex[:8]}"
+    with subprocess.Popen(
+            [sys.executable, "-m", "pssh", "run", "-H", " ".join(group.hosts),
+             "--port", str(group.port), "-k", group.keys.private(), "--no-agent",
+             "-F", "none", "--known-hosts", group.known_hosts_file(), "--processes", "2",
+             "--", f"echo {marker}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=ENV) as run:
+        signalled: set = set()
+        try:
+            while run.poll() is None and len(signalled) < 2:
+                for pid, _ in descendants(run.pid):
+                    if pid not in signalled:
+                        os.kill(pid, sig)
+                        signalled.add(pid)
+            stdout, stderr = run.communicate(timeout=60)
+        finally:
+            if run.poll() is None:
+                run.kill()
+    text = stderr.decode()
+    assert run.returncode == 0, text
+    assert stdout.decode().count(marker) == len(group.hosts), stdout
+    assert len(signalled) == 2, signalled
+    if sig == signal.SIGUSR1:  # taken once the handler was there: stacks, not an end
+        for pid in signalled:
+            assert f"---- pssh: stacks of process {pid} (SIGUSR1) ----" in text, text
+    else:  # a worker ignores SIGINT: its parent decides
+        assert "KeyboardInterrupt" not in text, text
 
 
 def test_the_module_imports_first_and_writes_stacks_in_a_program_of_ones_own():

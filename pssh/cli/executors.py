@@ -59,12 +59,16 @@ class ClientExecutor:
         self.events = events
         self.labels = labels(hosts, connect.port)  # as the pipeline names them
         scheduler = getattr(args, "scheduler", None)
+        # The native runner unless told otherwise; the client hands the choice on to its
+        # worker processes and Dask tasks (never through this process's environment: a
+        # program may run the command line in its own process, then make clients of its own).
+        runner = getattr(args, "runner", None) or os.environ.get("PSSH_RUNNER") or "native"
         try:
             self.client = ParallelSSHClient(
                 [h.host for h in hosts], host_config=[HostConfig(user=h.user, port=h.port)
                                                       for h in hosts],
                 pool_size=args.parallel, ssh_config=config, processes=args.processes,
-                scheduler=scheduler, **connect.given())
+                scheduler=scheduler, runner=runner, **connect.given())
         except ImportError:
             raise UsageError("--scheduler needs Dask: pip install 'pssh2[dask]' "
                              "(dask and distributed)") from None

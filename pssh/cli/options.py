@@ -9,6 +9,7 @@ from typing import List, NoReturn, Optional
 
 from pssh.cli.extras import MissingExtra
 from pssh.cli.hosts import UsageError
+from pssh.runners import RUNNERS
 
 EXIT_OK, EXIT_HOSTS_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -134,6 +135,10 @@ def _run_options(conn, subcommand: str) -> None:
                                "the command again elsewhere (otherwise it fails)")
     conn.add_argument("-t", "--timeout", type=float, metavar="SECONDS",
                       help="time each host may take in all (default: no limit)")
+    conn.add_argument("--runner", choices=RUNNERS, default=None,
+                      help="how each process drives its hosts' connections: native (one "
+                           "epoll set for all of them: less CPU per host) or gevent "
+                           "(default: PSSH_RUNNER, else native)")
 
 
 def _login_options(conn) -> None:

@@ -156,11 +156,11 @@ class LoginMethods:
         creds, link, errors = self.creds, self.link, self.errors
         passphrase = creds.key_passphrase
         try:
-            if not os.path.exists(path):
-                raise errors.missing("private key file %s does not exist", path)
             try:
                 info = inspect_key_file(path)
             except exc.PKeyFileError as err:
+                if not os.path.exists(path):   # looked at only when it failed
+                    raise errors.missing("private key file %s does not exist", path) from None
                 if errors.unreadable is exc.PKeyFileError:
                     raise
                 raise errors.unreadable(*err.args) from None

@@ -14,9 +14,10 @@ import base64
 import binascii
 import os
 import re
+import stat
 import struct
 from dataclasses import dataclass
-from typing import Dict, Tuple, Type
+from typing import Dict, Optional, Tuple, Type
 
 from pssh.core.errors import PKeyFileError
 
@@ -60,21 +61,39 @@ def inspect_key(data: bytes, name: str, error: Type[Exception] = PKeyFileError) 
     raise error("%s is not a private key libssh2 reads (OpenSSH or PEM format)" % name)
 
 
-_cache: Dict[str, Tuple[tuple, KeyInfo]] = {}
+@dataclass(frozen=True)
+class KeyFile:
+    """A private key file as logins use it: its container, its bytes, and the public key
+    and certificate beside it (``<key>.pub``, ``<key>-cert.pub``), if present."""
+
+    path: str
+    info: KeyInfo
+    data: bytes
+    public: Optional[bytes]
+    certificate: Optional[bytes]
 
 
-def inspect_key_file(path: str) -> KeyInfo:
-    """:func:`inspect_key` for a file (read once per change of the file); the error says
-    whether it is missing, a directory or unreadable."""
+#: path -> (what the file and its folder looked like, the file as read)
+_cache: Dict[str, Tuple[tuple, KeyFile]] = {}
+
+
+def read_key_file(path: str) -> KeyFile:
+    """The key file at ``path`` and its ``.pub`` and ``-cert.pub``, read once for as long
+    as neither the file nor its folder changes: a fan-out to many hosts reads them once,
+    not once per host (two ``stat`` calls per host instead of opening three files).
+    The error says whether the key is missing, a directory, unreadable or not a key."""
     try:
         st = os.stat(path)
+        folder = os.stat(os.path.dirname(path) or ".")
     except FileNotFoundError:
         raise PKeyFileError("private key file %s does not exist", path) from None
     except OSError as err:
         raise PKeyFileError("private key file %s: %s", path, err.strerror) from None
-    if os.path.isdir(path):
+    if stat.S_ISDIR(st.st_mode):
         raise PKeyFileError("private key file %s is a directory", path)
-    stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
+    # A file written in place keeps its inode: its time and size tell; a .pub or
+    # certificate added, removed or replaced changes the folder's time.
+    stamp = (st.st_mtime_ns, st.st_size, st.st_ino, folder.st_mtime_ns, folder.st_ino)
     cached = _cache.get(path)
     if cached is not None and cached[0] == stamp:
         return cached[1]
@@ -85,5 +104,21 @@ def inspect_key_file(path: str) -> KeyInfo:
         raise PKeyFileError("private key file %s cannot be read: %s", path,
                             err.strerror) from None
     info = inspect_key(data, f"private key file {path}")
-    _cache[path] = (stamp, info)
-    return info
+    key = KeyFile(path, info, data, _read_beside(path + ".pub"),
+                  _read_beside(path + "-cert.pub"))
+    _cache[path] = (stamp, key)
+    return key
+
+
+def _read_beside(path: str) -> Optional[bytes]:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read()
+    except OSError:   # absent (or unreadable: as if absent, as ssh does)
+        return None
+
+
+def inspect_key_file(path: str) -> KeyInfo:
+    """:func:`inspect_key` for a file (read once per change of the file); the error says
+    whether it is missing, a directory or unreadable."""
+    return read_key_file(path).info

@@ -269,7 +269,14 @@ def host_key_algorithms(host: str, port: int, known_hosts: Optional[str],
     """
     index = load(_path(known_hosts))
     name = known_hosts_name(host, port)
-    known = index.types_for(name)
+    return _ordered(index.types_for(name), bool(index.authorities_for(name)),
+                    tuple(supported))
+
+
+@lru_cache(maxsize=256)
+def _ordered(known: frozenset, vouched: bool, supported: Tuple[str, ...]) -> str:
+    """:func:`host_key_algorithms`' order for hosts whose known key types are ``known``
+    (``vouched``: a CA covers them); the same for most hosts of a fleet, so made once."""
     certs = [a for a in CERT_ALGORITHMS if a in supported]
     certs += [a for a in supported if a.endswith(CERT_SUFFIX) and a not in certs]
     plain = [a for a in PLAIN_ORDER if a in supported]
@@ -278,7 +285,7 @@ def host_key_algorithms(host: str, port: int, known_hosts: Optional[str],
     def known_first(algorithms: List[str]) -> List[str]:
         return sorted(algorithms, key=lambda a: key_type_of_algorithm(a) not in known)
 
-    if index.authorities_for(name):
+    if vouched:
         return ",".join(known_first(certs) + known_first(plain))
     return ",".join(known_first(plain) + certs)
 
@@ -401,12 +408,24 @@ def set_host_key_preference(session: Session, host: str, port: int,
                            known_hosts: Optional[str]) -> None:
     """Before the handshake: offer the host key algorithms :func:`host_key_algorithms`
     orders for the host."""
-    supported = session.supported_algs(LIBSSH2_METHOD_HOSTKEY)
-    if not HOST_CERTIFICATES:
-        # This build's libssh2 cannot check certificates: never ask for them.
-        supported = [a for a in supported if not a.endswith(CERT_SUFFIX)]
     session.method_pref(LIBSSH2_METHOD_HOSTKEY,
-                        host_key_algorithms(host, port, known_hosts, supported))
+                        host_key_algorithms(host, port, known_hosts, _host_key_supported(session)))
+
+
+_supported: Optional[Tuple[str, ...]] = None
+
+
+def _host_key_supported(session: Session) -> Tuple[str, ...]:
+    """The host key algorithms this build's libssh2 supports (asked once: they are
+    compiled in)."""
+    global _supported
+    if _supported is None:
+        supported = session.supported_algs(LIBSSH2_METHOD_HOSTKEY)
+        if not HOST_CERTIFICATES:
+            # This build's libssh2 cannot check certificates: never ask for them.
+            supported = [a for a in supported if not a.endswith(CERT_SUFFIX)]
+        _supported = tuple(supported)
+    return _supported
 
 
 __all__ = ["DEFAULT_KNOWN_HOSTS", "POLICIES", "KnownHosts", "fingerprint",

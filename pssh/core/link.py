@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from time import monotonic
-from typing import TYPE_CHECKING, Any, Callable, List, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Type, TypeVar
 
 from pssh.core import clock
 from pssh.core import errors as exc
@@ -33,6 +33,8 @@ if TYPE_CHECKING:  # the bindings' types, for annotations only
     from ssh2.session import Session
 
 log = logging.getLogger("pssh.core.link")
+
+W = TypeVar("W")
 
 #: Seconds a procedure may keep working without giving its loop a turn (:meth:`Link.turn`):
 #: a server that always has more to send must not stop timers, signals and other hosts.
@@ -56,8 +58,10 @@ class Link:
         self.host = host
         self.port = port
         self.timeout = timeout
-        #: The runner's per-link state (who waits, its socket watch); set by the runner.
-        self.waker: Any = None
+        #: Each runner's state for this link (who waits, its socket watch), by its class
+        #: (:meth:`waker_for`). Usually one; two when procedures of two runners share the
+        #: link (a jump host's, connected on gevent's, carrying a tunnel driven natively).
+        self.wakers: Dict[type, Any] = {}
         #: Procedures run before every wait (agent forwarding accepts channels there).
         self.before_wait: List[Callable[[], Procedure[None]]] = []
         #: Called once the link is closed, whoever closed it.
@@ -118,10 +122,17 @@ class Link:
         """The loop has just had a turn (see :meth:`turn_due`)."""
         self._turn_at = monotonic()
 
+    def waker_for(self, kind: Type[W], make: Callable[[], W]) -> W:
+        """A runner's state for this link: the one of class ``kind``, made by ``make()``
+        the first time (it has ``wake()`` and ``close()``)."""
+        waker = self.wakers.get(kind)
+        if waker is None:
+            waker = self.wakers[kind] = make()
+        return waker
+
     def wake(self) -> None:
         """Tell the procedures waiting on this link to try again (after progress)."""
-        waker = self.waker
-        if waker is not None:
+        for waker in tuple(self.wakers.values()):
             waker.wake()
 
     def wait(self, timeout: Optional[float], what: str = "waiting for the server",
@@ -282,8 +293,7 @@ class Link:
                 pass
         del session
         self.wake()
-        waker = self.waker
-        if waker is not None:
+        for waker in tuple(self.wakers.values()):
             waker.close()
         if sock is not None:
             sock.close()

@@ -117,6 +117,25 @@ class Spawn(Wait):
         self.name = name
 
 
+class Blocking(Wait):
+    """Call ``function(*args, **kwargs)``, which may itself wait on the event loop (a
+    parallel-ssh client method that programs may replace): answered with its result,
+    its exception raised into the procedure. A runner that drives each procedure in the
+    caller's greenlet calls it there; one that drives many procedures in one greenlet
+    (the native runner) calls it in a greenlet of its own."""
+
+    __slots__ = ("function", "args", "kwargs")
+
+    def __init__(self, function: Callable[..., Any], args: tuple = (),
+                 kwargs: Optional[dict] = None) -> None:
+        self.function = function
+        self.args = args
+        self.kwargs = kwargs or {}
+
+    def call(self) -> Any:
+        return self.function(*self.args, **self.kwargs)
+
+
 def pause(seconds: float) -> Procedure[None]:
     """Let ``seconds`` pass (a procedure of its own, for code that has no other wait)."""
     yield Sleep(seconds)
@@ -240,5 +259,5 @@ class Task:
         return (yield WaitFor(self.done, deadline))
 
 
-__all__ = ["Connect", "Event", "Procedure", "Resolve", "pause", "SessionIO", "Sleep", "Slots",
-           "SocketIO", "Spawn", "Task", "Turnstile", "Wait", "WaitFor"]
+__all__ = ["Blocking", "Connect", "Event", "Procedure", "Resolve", "pause", "SessionIO",
+           "Sleep", "Slots", "SocketIO", "Spawn", "Task", "Turnstile", "Wait", "WaitFor"]

@@ -22,6 +22,7 @@ from gevent import subprocess
 
 from pssh.fanout.frames import FramedPipe
 from pssh.fanout.link import WorkerGone
+from pssh.fanout.signals import held_for_a_new_worker
 
 log = logging.getLogger("pssh.fanout")
 
@@ -61,9 +62,10 @@ class WorkerProcess:
         worker_stdin, to_worker = os.pipe()
         from_worker, worker_stdout = os.pipe()
         try:
-            self.popen = subprocess.Popen([sys.executable, "-m", WORKER_MODULE],
-                                          stdin=worker_stdin, stdout=worker_stdout,
-                                          env=worker_environment(), close_fds=True)
+            with held_for_a_new_worker():
+                self.popen = subprocess.Popen([sys.executable, "-m", WORKER_MODULE],
+                                              stdin=worker_stdin, stdout=worker_stdout,
+                                              env=worker_environment(), close_fds=True)
         except BaseException:
             for fd in (to_worker, from_worker):
                 os.close(fd)

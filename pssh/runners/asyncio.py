@@ -14,8 +14,8 @@ import socket as _socket
 from typing import Any, Awaitable, Callable, Dict, Optional, Tuple
 
 from pssh.core.deadlines import remaining
-from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
-                             Task, WaitFor)
+from pssh.core.waits import (Blocking, Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO,
+                             Spawn, Task, WaitFor)
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
 
 
@@ -153,9 +153,8 @@ class AsyncioRunner:
 
     def _session_io(self, request: SessionIO) -> Awaitable[bool]:
         link = request.link
-        watch = link.waker
-        if watch is None:
-            watch = link.waker = _Watch(asyncio.get_running_loop(), link.live_sock.fileno())
+        watch = link.waker_for(_Watch, lambda: _Watch(asyncio.get_running_loop(),
+                                                      link.live_sock.fileno()))
         directions = link.live_session.block_directions()
         writing = bool(directions & LIBSSH2_SESSION_BLOCK_OUTBOUND)
         reading = bool(directions & LIBSSH2_SESSION_BLOCK_INBOUND) or not writing
@@ -233,6 +232,10 @@ class AsyncioRunner:
     def _spawn(self, request: Spawn) -> Task:
         return self.spawn(request.procedure, request.name)
 
+    def _blocking(self, request: Blocking) -> Any:
+        # Only the gevent client's replaceable steps ask for one; nothing on asyncio does.
+        return request.call()
+
 
 # request type -> (handler, whether its answer is to be awaited)
 _HANDLERS: Dict[type, Tuple[Callable[[AsyncioRunner, Any], Any], bool]] = {
@@ -243,6 +246,7 @@ _HANDLERS: Dict[type, Tuple[Callable[[AsyncioRunner, Any], Any], bool]] = {
     Resolve: (AsyncioRunner._resolve_host, True),
     Connect: (AsyncioRunner._connect_socket, True),
     Spawn: (AsyncioRunner._spawn, False),
+    Blocking: (AsyncioRunner._blocking, False),
 }
 
 #: One runner serves every loop: it keeps no state of its own.

@@ -16,8 +16,8 @@ from gevent.event import Event as GEvent
 from gevent.hub import get_hub
 
 from pssh.core.deadlines import remaining
-from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
-                             Task, WaitFor)
+from pssh.core.waits import (Blocking, Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO,
+                             Spawn, Task, WaitFor)
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
 
 _READ, _WRITE = 1, 2  # libev event bits
@@ -128,9 +128,7 @@ class GeventRunner:
 
     def _session_io(self, request: SessionIO) -> bool:
         link = request.link
-        waiters = link.waker
-        if waiters is None:
-            waiters = link.waker = _Waiters()
+        waiters = link.waker_for(_Waiters, _Waiters)
         directions = link.live_session.block_directions()
         events = ((_READ if directions & LIBSSH2_SESSION_BLOCK_INBOUND else 0)
                   | (_WRITE if directions & LIBSSH2_SESSION_BLOCK_OUTBOUND else 0)) or _READ
@@ -174,6 +172,9 @@ class GeventRunner:
     def _spawn(self, request: Spawn) -> Task:
         return self.spawn(request.procedure, request.name)
 
+    def _blocking(self, request: Blocking) -> Any:
+        return request.call()   # in the procedure's own greenlet, which may wait
+
 
 def _wait_io(fd: int, events: int, deadline: Optional[float], waiters: Optional[set]) -> bool:
     """Wait for ``fd`` (or, when ``waiters`` is given, a wake); False at the deadline."""
@@ -200,6 +201,7 @@ _HANDLERS: Dict[type, Callable[[GeventRunner, Any], Any]] = {
     Resolve: GeventRunner._resolve_host,
     Connect: GeventRunner._connect_socket,
     Spawn: GeventRunner._spawn,
+    Blocking: GeventRunner._blocking,
 }
 
 #: The runner of code that has no reason for another (default resolver and sockets).

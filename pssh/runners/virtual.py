@@ -28,8 +28,8 @@ from collections import deque
 from typing import Any, Deque, Dict, List, Optional, Set, Tuple
 
 from pssh.core import clock as core_clock
-from pssh.core.waits import (Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO, Spawn,
-                             Task, Wait, WaitFor)
+from pssh.core.waits import (Blocking, Connect, Procedure, Resolve, SessionIO, Sleep, SocketIO,
+                             Spawn, Task, Wait, WaitFor)
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
 
 #: Real seconds of quiet after which the clock jumps to the next due time.
@@ -221,8 +221,7 @@ class VirtualRunner:
             waiter = self._park(running, self.clock.now() + request.seconds, on_time=True)
         elif isinstance(request, SessionIO):
             link = request.link
-            if link.waker is None:
-                link.waker = _LinkWaiters(self)
+            waiters = link.waker_for(_LinkWaiters, lambda: _LinkWaiters(self))
             directions = link.live_session.block_directions()
             events = ((selectors.EVENT_READ if directions & LIBSSH2_SESSION_BLOCK_INBOUND
                        else 0)
@@ -230,8 +229,8 @@ class VirtualRunner:
                          else 0)) or selectors.EVENT_READ
             waiter = self._park(running, request.deadline)
             self._watch(waiter, link.live_sock.fileno(), events)
-            link.waker.waiters.add(waiter)
-            waiter.undo.append(lambda: link.waker.waiters.discard(waiter))
+            waiters.waiters.add(waiter)
+            waiter.undo.append(lambda: waiters.waiters.discard(waiter))
         elif isinstance(request, SocketIO):
             waiter = self._park(running, request.deadline)
             self._watch(waiter, request.sock.fileno(),
@@ -261,6 +260,8 @@ class VirtualRunner:
             self._ready.append((running, sock, None))
         elif isinstance(request, Spawn):
             self._ready.append((running, self._spawn(request), None))
+        elif isinstance(request, Blocking):
+            self._ready.append((running, request.call(), None))
         else:
             raise TypeError(f"not a wait request: {request!r}")
 

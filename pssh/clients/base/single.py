@@ -41,13 +41,14 @@ from pssh.core.connect import Destination
 from pssh.core.establish import Dialer, dialer, start_services
 from pssh.core.handshake import Attempt, named
 from pssh.core.link import Link
-from pssh.core.waits import Task, pause
+from pssh.core.waits import Blocking, Procedure, Task, pause
 from pssh.core.deadlines import deadline_after
-from pssh.core.keys import inspect_key_file
+from pssh.core.keys import read_key_file
 from pssh.core.lines import MAX_LINE, LongLines, split_lines
 from pssh.core.settings import decided
 from pssh.options import ConnectOptions, Resolved, ssh_config_of
 from pssh.output import HostOutput, HostOutputBuffers
+from pssh.runners import RUNNERS
 from pssh.runners.gevent import GeventRunner
 from pssh.ssh_config import SSHConfig
 from ssh2.session import Session
@@ -60,6 +61,23 @@ logger = logging.getLogger(__name__)
 STOP_TIMEOUT = 10.0
 
 _named = named  # parallel-ssh era name, kept for callers
+
+_GEVENT_SOCKET = socket
+
+
+def _key_path(pkey: str) -> str:
+    """A key path as given, ``~`` expanded and normalised."""
+    return os.path.normpath(os.path.expanduser(pkey))
+
+
+def runner_kind(runner: Optional[str]) -> str:
+    """``runner`` checked, one of :data:`pssh.runners.RUNNERS` (a client given none
+    takes the environment's ``PSSH_RUNNER``, else ``"gevent"``)."""
+    if runner is None:
+        runner = os.environ.get("PSSH_RUNNER") or "gevent"
+    if runner not in RUNNERS:
+        raise ValueError(f"runner must be one of {RUNNERS}, not {runner!r}")
+    return runner
 
 
 def on_this_host(method):
@@ -228,10 +246,15 @@ class InteractiveShell:
 
 def in_greenlet(method, *args, **kwargs):
     """A procedure that calls the client's (blocking) ``method``: for steps of the core
-    that parallel-ssh's API lets programs replace. The gevent runner drives procedures in
-    the calling greenlet, so the method may wait there like any other step."""
-    return method(*args, **kwargs)
-    yield  # never reached: makes this function a generator, i.e. a procedure
+    that parallel-ssh's API lets programs replace. The gevent runner calls it in the
+    greenlet driving the procedure; the native runner in a greenlet of its own."""
+    return (yield Blocking(method, args, kwargs))
+
+
+def _kept(client: "BaseSSHClient", *names: str) -> bool:
+    """Whether ``client``'s class keeps these methods as :class:`BaseSSHClient` has them."""
+    cls = type(client)
+    return all(getattr(cls, name) is getattr(BaseSSHClient, name) for name in names)
 
 
 class _ClientLogins:
@@ -242,7 +265,12 @@ class _ClientLogins:
         self.client = client
 
     def key(self, key):
-        return in_greenlet(self.client._pkey_auth, key)
+        client = self.client
+        if _kept(client, "_pkey_auth", "_pkey_file_auth", "_pkey_from_memory"):
+            # No program replaced these steps: the login is the core's procedure, run
+            # where this one runs (no greenlet of its own for it, no nested run).
+            return client._pkey_login(key)
+        return in_greenlet(client._pkey_auth, key)
 
     def agent(self):
         return in_greenlet(self.client._agent_auth)
@@ -284,8 +312,10 @@ class BaseSSHClient(PollMixIn):
                  identity_auth: Optional[bool] = None, ipv6_only: Optional[bool] = None,
                  compress: Optional[bool] = None, keyboard_interactive: Optional[bool] = None,
                  ssh_config: Union[str, SSHConfig, bool, None] = None,
-                 _options: Optional[ConnectOptions] = None, **more_options) -> None:
+                 _options: Optional[ConnectOptions] = None, runner: Optional[str] = None,
+                 **more_options) -> None:
         _options = options_of({**locals(), **more_options}, _options)
+        self.runner = runner_kind(runner)
         self._ssh_config = ssh_config_of(ssh_config)
         resolved = _options.resolve(host, self._ssh_config)
         # From here on every failure concerns this host: a bad key file, the
@@ -322,25 +352,45 @@ class BaseSSHClient(PollMixIn):
         self.cert_file = resolved.cert_file
         # ``pkey`` holds the key's bytes, as parallel-ssh's clients have it; the
         # file's path is kept so that libssh2 can read it with its .pub (cheaper).
-        pkey = _validate_pkey(o.pkey)  # a missing file: PKeyFileError, as parallel-ssh
-        self._pkey_file = pkey if isinstance(pkey, str) else None
+        self._pkey_file = _key_path(o.pkey) if isinstance(o.pkey, str) else None
         if self._pkey_file is not None:
-            inspect_key_file(self._pkey_file)  # a clear error for a directory, garbage...
-            with open(self._pkey_file, "rb") as fh:
-                self.pkey: Union[str, bytes, None] = fh.read()
+            try:  # read once for all hosts while it stays as it is
+                self.pkey: Union[str, bytes, None] = read_key_file(self._pkey_file).data
+            except exc.PKeyFileError:
+                _validate_pkey(o.pkey)  # a missing file: parallel-ssh's message
+                raise  # a directory, garbage...: the reader's
         else:
-            self.pkey = pkey
+            self.pkey = o.pkey
         self._pkey_data = self.pkey
         self.session = None
         self.sock = None
         self._host, self._port = resolved.hostname, resolved.port
         self._readers: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self._keepalive_greenlet: Optional[Any] = None  # the native client's KeepAlive
+        self._runner = self._make_runner()
+        self._attempt = Attempt(resolved.connect_timeout)
+
+    def _make_runner(self) -> Any:
+        """The runner of this client's procedures (``runner=``: see :data:`RUNNERS`)."""
+        if self.runner == "native":
+            from pssh.runners.native import NativeRunner
+            if self._resolves_and_connects_as_the_core():
+                return NativeRunner()
+            return NativeRunner(resolve=self._resolve_for_core,
+                                connect=self._socket_for_core)
         # Each client resolves and connects through its own methods (parallel-ssh's
         # tests replace this module's socket).
-        self._runner = GeventRunner(resolve=self._resolve_for_core,
-                                    connect=self._socket_for_core)
-        self._attempt = Attempt(resolved.connect_timeout)
+        return GeventRunner(resolve=self._resolve_for_core, connect=self._socket_for_core)
+
+    def _resolves_and_connects_as_the_core(self) -> bool:
+        """Whether this client's class keeps parallel-ssh's resolve and connect steps as
+        they are (then the native runner makes the connection itself, non-blocking),
+        and this module's ``socket`` is gevent's (programs and tests may replace it)."""
+        cls = type(self)
+        return (cls._get_addr_info is BaseSSHClient._get_addr_info
+                and cls._resolve_for_core is BaseSSHClient._resolve_for_core
+                and cls._socket_for_core is BaseSSHClient._socket_for_core
+                and socket is _GEVENT_SOCKET)
 
     def _init(self) -> None:
         """Connect, handshake, log in, start the services; on any failure release
@@ -494,11 +544,21 @@ class BaseSSHClient(PollMixIn):
         if isinstance(pkey, str):
             return self._pkey_file_auth(pkey, password=self.passphrase or self.password)
         if pkey is self._pkey_data and self._pkey_file is not None:
-            # The key was read from this file: let libssh2 read the file and
-            # its .pub (deriving the public key in memory costs more CPU).
+            # The key was read from this file: log in with the file (its .pub beside it
+            # spares deriving the public key; a certificate beside it is tried first).
             return self._pkey_file_auth(self._pkey_file,
                                         password=self.passphrase or self.password)
         return self._pkey_from_memory(pkey)
+
+    def _pkey_login(self, pkey: Union[str, bytes]) -> Procedure[None]:
+        """What :meth:`_pkey_auth` does, as one procedure (for a class that keeps it)."""
+        methods = self._login_methods()
+        if isinstance(pkey, str) or (pkey is self._pkey_data and self._pkey_file is not None):
+            passphrase = self.passphrase or self.password
+            if passphrase is not None:
+                methods.creds.passphrase = passphrase
+            return methods.key_file(pkey if isinstance(pkey, str) else str(self._pkey_file))
+        return methods.key_data(pkey)
 
     def _agent_auth(self) -> None:
         self._run(self._login_methods().agent())

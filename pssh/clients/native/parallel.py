@@ -10,7 +10,7 @@ from gevent.pool import Pool
 
 from pssh import exceptions as exc
 from pssh.clients.base.parallel import BaseParallelSSHClient, HostGreenlet
-from pssh.clients.base.single import BaseSSHClient, options_of
+from pssh.clients.base.single import BaseSSHClient, runner_kind, options_of
 from pssh.clients.native.jump import JumpHosts
 from pssh.clients.native.single import SSHClient
 from pssh.config import HostConfig
@@ -55,6 +55,11 @@ class ParallelSSHClient(BaseParallelSSHClient):
       ``distributed.Client``; one task per worker thread). Key files,
       known_hosts and other paths are read on the Dask workers.
 
+    * ``runner`` (ours): ``"native"`` has one epoll set answer the waits of
+      every host's connection (:mod:`pssh.runners.native`) instead of a wait
+      on the hub for each: less client CPU per host; ``"gevent"`` (default).
+      Programs that replace the clients' resolve or connect steps keep them.
+
     Hosts behind the same jump hosts share one session per jump host.
     ``timeout`` is per host, as for a single client; ``join(timeout=...)``
     bounds a whole join.
@@ -80,12 +85,13 @@ class ParallelSSHClient(BaseParallelSSHClient):
                  connect_timeout: Optional[float] = None,
                  request_timeout: Optional[float] = None,
                  processes: Union[int, str, None] = None, scheduler: Optional[object] = None,
-                 _auth_thread_pool: bool = True) -> None:
+                 runner: Optional[str] = None, _auth_thread_pool: bool = True) -> None:
         super().__init__(hosts, pool_size=pool_size, host_config=host_config,
                          ssh_config=ssh_config, _auth_thread_pool=_auth_thread_pool,
                          _options=options_of(locals()))
         self._jumps = JumpHosts()
         self.processes, self.scheduler = processes, scheduler
+        self.runner = runner_kind(runner)
         #: The workers' side of the hosts, with ``processes=N`` or ``scheduler`` (None: the
         #: hosts run here).
         self._sharded: Optional[ShardedHosts] = None
@@ -110,7 +116,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
         self._sharded = sharded = ShardedHosts(
             workers.group, lambda: round_robin(workers.count(len(self.hosts)), len(self.hosts)),
             lambda: self.hosts, self.host_options, self._ssh_config, self.pool_size,
-            kind=workers.kind, own_process=workers.own_process)
+            kind=workers.kind, own_process=workers.own_process, runner=self.runner)
         self._size_pool(sharded)
 
     def _size_pool(self, sharded: ShardedHosts) -> None:
@@ -222,7 +228,7 @@ class ParallelSSHClient(BaseParallelSSHClient):
 
     def _make_ssh_client(self, host: str, options: ConnectOptions) -> SSHClient:
         return SSHClient.from_options(host, options, ssh_config=self._ssh_config or False,
-                                      jump_hosts=self._jumps)
+                                      jump_hosts=self._jumps, runner=self.runner)
 
     # -- SCP --------------------------------------------------------------------------
 

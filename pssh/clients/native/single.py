@@ -83,6 +83,10 @@ class SSHClient(TransferMixin, BaseSSHClient):
     ``timeout`` bounds connecting and each request (opening a channel,
     starting a command) as a whole; ``read_timeout`` (per command) bounds
     reading its output; ``wait_finished(timeout=)`` waiting for it to end.
+
+    ``runner`` (ours): ``"gevent"`` (default) waits on the hub for each step;
+    ``"native"`` has one epoll set answer the waits of every client of the
+    thread (:mod:`pssh.runners.native`), for less CPU per host when many run.
     """
 
     # Set by __init__; class defaults for subclasses that bypass it (parallel-ssh allows).
@@ -110,23 +114,27 @@ class SSHClient(TransferMixin, BaseSSHClient):
                  connect_timeout: Optional[float] = None,
                  request_timeout: Optional[float] = None,
                  _via: Optional[Link] = None,
-                 _options: Optional[ConnectOptions] = None) -> None:
+                 _options: Optional[ConnectOptions] = None, runner: Optional[str] = None) -> None:
         self._via = _via
         self._own_jumps = _jump_hosts is None
         self._jumps = _jump_hosts
-        super().__init__(host, ssh_config=ssh_config, _options=options_of(locals(), _options))
+        super().__init__(host, ssh_config=ssh_config, _options=options_of(locals(), _options),
+                         runner=runner)
 
     @classmethod
     def from_options(cls, host: str, options: ConnectOptions, *,
                      ssh_config: Union[str, SSHConfig, bool, None] = None,
-                     jump_hosts: Optional[JumpHosts] = None) -> "SSHClient":
+                     jump_hosts: Optional[JumpHosts] = None,
+                     runner: Optional[str] = None) -> "SSHClient":
         """A client of ``host`` (connected and logged in, as the constructor's) with
         ``options`` already made: what the keyword arguments would give, for a program
         that makes many clients from options it resolved once (a parallel client, a
         poller). ``ssh_config`` completes them per host, as the constructor's.
         ``jump_hosts``: the connections to jump hosts, shared by the clients given the
-        same one (whoever made it closes it); None, this client's own."""
-        return cls(host, ssh_config=ssh_config, _jump_hosts=jump_hosts, _options=options)
+        same one (whoever made it closes it); None, this client's own. ``runner``: as
+        the constructor's."""
+        return cls(host, ssh_config=ssh_config, _jump_hosts=jump_hosts, _options=options,
+                   runner=runner)
 
     # -- connecting ----------------------------------------------------------------
     # Each step calls the core's (pssh.core.establish); the base class runs them in the

@@ -176,8 +176,12 @@ class ShardedHosts:
 
     def __init__(self, group: Group, plan: Callable[[], Plan], hosts: Callable[[], List[str]],
                  options: Callable[[int], ConnectOptions], ssh_config, pool_size: int,
-                 kind: str = "worker process", own_process: bool = True) -> None:
+                 kind: str = "worker process", own_process: bool = True,
+                 runner: Optional[str] = None) -> None:
         self.group = group
+        #: The runner of the workers' clients (:mod:`pssh.runners`): the parent client's
+        #: (None: each worker's default, its environment's ``PSSH_RUNNER``).
+        self.runner = runner
         self.plan = plan
         self.kind = kind
         #: Whether the workers are processes of their own, whose logging is the job's to
@@ -224,7 +228,7 @@ class ShardedHosts:
         shard = [(i, hosts[i]) for i in indices]
         options = [self._options(i) for i in indices]
         init = (shard, options, self.ssh_config or False, self.pool_size,
-                lowest_pssh_level(), self.own_process)
+                lowest_pssh_level(), self.own_process, self.runner)
         return ShardWorker(self.group, number, shard, init, self.kind, placement)
 
     def worker(self, host_i: int) -> ShardWorker:

@@ -46,8 +46,8 @@ class ShardClient(ParallelSSHClient):
     """The worker's client: its hosts, each with the options the parent resolved for it."""
 
     def __init__(self, hosts: List[str], options: List[ConnectOptions], ssh_config,
-                 pool_size: int) -> None:
-        super().__init__(hosts, pool_size=pool_size, ssh_config=ssh_config)
+                 pool_size: int, runner: Optional[str]) -> None:
+        super().__init__(hosts, pool_size=pool_size, ssh_config=ssh_config, runner=runner)
         # Not "_per_host": that is the client's method formatting copy_args per host.
         self._options_by_host = options
 
@@ -240,7 +240,8 @@ class Worker:
         self.stop_all()
 
     def on_init(self, hosts: List[Tuple[int, str]], options: List[ConnectOptions],
-                ssh_config, pool_size: int, log_level: int, own_process: bool) -> None:
+                ssh_config, pool_size: int, log_level: int, own_process: bool,
+                runner: Optional[str]) -> None:
         # Log records go to the parent's logging, as if logged there; to stderr once the
         # parent cannot take them. In a process of someone else's (a Dask worker), only
         # pssh's own records go, and that process's logging is left as it is.
@@ -258,7 +259,8 @@ class Worker:
             logger.setLevel(log_level)
             logger.propagate = False  # the host process's handlers do not show them twice
         self.local = {index: (i, host) for i, (index, host) in enumerate(hosts)}
-        self.client = ShardClient([host for _, host in hosts], options, ssh_config, pool_size)
+        self.client = ShardClient([host for _, host in hosts], options, ssh_config, pool_size,
+                                  runner)
         self.slots = BoundedSemaphore(pool_size)
 
     def on_call(self, call_id: int, host_index: int, method: str, args: tuple,
