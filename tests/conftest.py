@@ -91,8 +91,17 @@ class _Before:
         self.fds = open_fds()
 
     def left(self) -> list:
-        """What the test started that is still there, each said with what it is."""
-        gc.collect()  # clients dropped by the test close their connections when collected
+        """What the test started that is still there, each said with what it is. Clients
+        dropped by the test close their connections when collected: a collection (a tenth
+        of a second and more in a worker that has run many modules) is made only when
+        something is there to look at again."""
+        found = self._left()
+        if found:
+            gc.collect()
+            found = self._left()
+        return found
+
+    def _left(self) -> list:
         kept_pid, kept_fd = _resource_tracker()
         found = [f"process {pid}: {command}{_client_of(pid, command)}"
                  for (pid, start), command in descendants(os.getpid()).items()
