@@ -91,8 +91,17 @@ class _Before:
         self.fds = open_fds()
 
     def left(self) -> list:
-        """What the test started that is still there, each said with what it is."""
-        gc.collect()  # clients dropped by the test close their connections when collected
+        """What the test started that is still there, each said with what it is. Clients
+        dropped by the test close their connections when collected: a collection (a tenth
+        of a second and more in a worker that has run many modules) is made only when
+        something is there to look at again."""
+        found = self._left()
+        if found:
+            gc.collect()
+            found = self._left()
+        return found
+
+    def _left(self) -> list:
         kept_pid, kept_fd = _resource_tracker()
         found = [f"process {pid}: {command}{_client_of(pid, command)}"
                  for (pid, start), command in descendants(os.getpid()).items()
@@ -210,6 +219,36 @@ def nothing_left_behind(request):
     if left:
         pytest.fail(f"{request.node.nodeid} left {len(left)} behind: " + "; ".join(left),
                     pytrace=False)
+    broken = _hub_deafness() if "gevent" in sys.modules else ""
+    if broken:
+        pytest.fail(f"after {request.node.nodeid}, this process's gevent hub no longer "
+                    f"delivers {broken}: every later test here would wait for ever",
+                    pytrace=False)
+
+
+def _hub_deafness() -> str:
+    """What the main thread's hub no longer delivers ("" when it works): a byte on a
+    socket, a thread pool's result. A hub's loop can stop hearing its descriptors (one
+    closed or replaced under it); its timers go on, so the tests after it then wait
+    until their timeouts, far from the cause. Checked after each test, it names the test
+    after which it happened."""
+    import gevent
+    from gevent import socket as gsocket
+    a, b = gsocket.socketpair()
+    try:
+        b.send(b"x")
+        got = None
+        with gevent.Timeout(10, False):
+            got = a.recv(1)
+        if got != b"x":
+            return "socket readiness"
+    finally:
+        a.close()
+        b.close()
+    answer = None
+    with gevent.Timeout(10, False):
+        answer = gevent.get_hub().threadpool.apply(int)
+    return "" if answer == 0 else "thread pool results"
 
 
 @pytest.fixture(scope="session")
