@@ -240,8 +240,6 @@ class OpenSSHServer:
             os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         config = self._write_config()
         assert SSHD is not None  # __init__ raised without it
-        # Where this start's lines begin: a restarted server appends to its log.
-        self._log_start = self.log_file.stat().st_size if self.log_file.exists() else 0
         self.process = subprocess.Popen(
             self._command(config), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
@@ -250,16 +248,15 @@ class OpenSSHServer:
         """Wait until the launched sshd listens; raise :class:`SSHDError` with its own
         words if it exits first (a configuration it rejects, a port taken) or never does.
 
-        sshd says "Server listening on ADDRESS port PORT." (LogLevel VERBOSE) once its
-        socket listens; a connection from then on waits in the socket's backlog. Reading
-        that, rather than connecting, spares sshd a session process per start.
+        Ready is the kernel's word: a listening socket on the address and port, held by
+        this sshd (whatever its LogLevel). A connection from then on waits in the socket's
+        backlog; connecting to find out would cost sshd a session process per start.
         """
         process = self.process
         assert process is not None, "launch() first"
-        listening = f"Server listening on {self.address} port {self.port}.".encode()
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
-            if listening in self._log_since_launch():
+            if _listening(process.pid, self.address, self.port):
                 log.debug("sshd ready on %s:%d (pid %d)", self.address, self.port, process.pid)
                 return
             if process.poll() is not None:
@@ -270,14 +267,6 @@ class OpenSSHServer:
         self.stop()
         raise SSHDError(f"sshd on {self.address}:{self.port} not ready after "
                         f"{self.start_timeout}s: {self.read_log()}")
-
-    def _log_since_launch(self) -> bytes:
-        try:
-            with open(self.log_file, "rb") as fh:
-                fh.seek(self._log_start)
-                return fh.read()
-        except OSError:  # not written yet
-            return b""
 
     def read_log(self, limit: Optional[int] = 2000) -> str:
         """The server's log: its last ``limit`` characters, or all of it with ``None``."""
@@ -471,6 +460,28 @@ def _descendants(root: int) -> list:
             found.append(child)
             stack.append(child)
     return found[::-1]
+
+
+def _listening(pid: int, address: str, port: int) -> bool:
+    """Whether process ``pid`` holds a TCP socket listening on ``address``:``port``
+    (from /proc/net/tcp or tcp6 and the process's descriptors)."""
+    ip = socket.gethostbyname(address) if ":" not in address else address
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    packed = socket.inet_pton(family, ip)
+    # The kernel prints the address as 32-bit words in host (little-endian) order.
+    words = "".join(packed[i:i + 4][::-1].hex().upper() for i in range(0, len(packed), 4))
+    local = f"{words}:{port:04X}"
+    table = "/proc/net/tcp6" if family == socket.AF_INET6 else "/proc/net/tcp"
+    try:
+        with open(table) as fh:
+            inodes = {f"socket:[{row[9]}]" for row in (line.split() for line in fh.readlines()[1:])
+                      if row[1] == local and row[3] == "0A"}  # 0A: LISTEN
+        if not inodes:
+            return False
+        fds = f"/proc/{pid}/fd"
+        return any(os.readlink(f"{fds}/{fd}") in inodes for fd in os.listdir(fds))
+    except OSError:  # the process ended meanwhile: its exit says why
+        return False
 
 
 def common_free_port(addresses: Sequence[str], attempts: int = 50) -> int:

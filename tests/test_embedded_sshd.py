@@ -33,6 +33,13 @@ def test_a_stopped_server_starts_again_on_its_port():
         assert banner(server).startswith(b"SSH-2.0-")
 
 
+def test_a_server_that_logs_nothing_is_ready_all_the_same():
+    # Ready is a socket that listens, not a line in the log (LogLevel QUIET writes none).
+    with OpenSSHServer(address(), config=["LogLevel QUIET"]) as server:
+        assert banner(server).startswith(b"SSH-2.0-")
+        assert server.read_log() == ""
+
+
 def test_a_configuration_sshd_rejects_is_named():
     server = OpenSSHServer(address(), config=["NoSuchKeyword yes"])
     with pytest.raises(SSHDError, match=r"exited with 255: .*NoSuchKeyword"):
