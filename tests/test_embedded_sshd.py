@@ -54,7 +54,8 @@ def test_a_port_already_taken_is_named_and_the_group_stops_what_it_started():
     taken.listen()
     group = ServerGroup(addresses=hosts, port=taken.getsockname()[1])
     try:
-        with pytest.raises(SSHDError, match=rf"{hosts[2]}.*exited with 255: .*[Aa]ddress already in use"):
+        taken_message = rf"{hosts[2]}.*exited with 255: .*[Aa]ddress already in use"
+        with pytest.raises(SSHDError, match=taken_message):
             group.start()
         assert all(server.process is None for server in group)
     finally:
