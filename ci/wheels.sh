@@ -67,6 +67,94 @@ mirror=$("$host_python" -m build_support.apt_sources archive)
 release=${WHEEL_ROOT_RELEASE:-$("$host_python" -m build_support.apt_sources oldest-served \
     buster bullseye bookworm)}
 root=$checkout/build/wheel-root-$release
+
+# Every CPython >= requires-python that pyenv (or PATH) has, one per minor version.
+mapfile -t pythons < <("$host_python" ci/supported_pythons.py)
+if [ -n "${WHEEL_PYTHONS:-}" ]; then  # e.g. WHEEL_PYTHONS="3.13": only those
+    mapfile -t pythons < <(for p in "${pythons[@]}"; do
+        [[ " $WHEEL_PYTHONS " == *" $(basename "$p" | sed 's/^python//') "* ]] && echo "$p"; done)
+fi
+if ((${#pythons[@]} == 0)); then
+    echo "no supported CPython found (pyenv versions, or python3.N on PATH)" >&2
+    exit 1
+fi
+mapfile -t build_requires < <("$host_python" -c 'import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
+src=$work/src
+
+# -- what needs only the network and this machine, beside debootstrap ---------------
+# (each a background job whose log says why it failed; waited for where it is needed)
+prefix=$work/libssh2
+libs_src=$work/libssh2-src
+# libssh2 is rebuilt when our patches or the recipe changed (their digests are kept with it).
+recipe=$(cat build_support/wheel_libssh2.sh build_support/patches/*.patch | sha256sum | cut -d" " -f1)
+fetch_libs_pid=""
+if [ "$(cat "$prefix/recipe.sha256" 2>/dev/null)" != "$recipe" ]; then
+    step "fetching Debian's libssh2 and OpenSSL sources, in the background"
+    rm -rf "$libs_src" "$prefix"
+    "$host_python" -m build_support.libssh2 fetch-wheel-sources "$libs_src" >/dev/null \
+        2>"$work/libs-fetch.log" &
+    fetch_libs_pid=$!
+fi
+# A Python for the old root, fetched now and built there as soon as the root is ready
+# (beside OpenSSL, the wheels and the host's smoke runs; the root's own smoke run at the
+# end is the first thing that needs it).
+root_python_version=${WHEEL_ROOT_PYTHON:-3.13}
+root_python_src=$work/python-src/src-python$root_python_version
+root_python=$root_python_src/python
+root_mounted=$work/root-mounted   # made below once the root can be chrooted into
+rm -f "$root_mounted"
+build_root_python() {
+    if [ -e "$root_python_src/.built" ]; then
+        return 0
+    fi
+    rm -rf "$work/python-src"
+    "$host_python" -m build_support.libssh2 fetch-source "python$root_python_version" \
+        "$work/python-src" >/dev/null 2>"$work/python-fetch.log" || return 1
+    while [ ! -e "$root_mounted" ]; do sleep 1; done
+    # -O0: this Python only runs the smoke test; it builds in half the time. Modules
+    # the smoke run never imports are left out (decimal falls back to _pydecimal).
+    # It runs from its build tree, as CPython's developers run theirs: an install
+    # would compile the whole standard library three times over for nothing.
+    chroot "$root" sh -c "cd '$root_python_src' && \
+        py_cv_module__decimal=n/a py_cv_module__multibytecodec=n/a \
+        py_cv_module__codecs_cn=n/a py_cv_module__codecs_hk=n/a py_cv_module__codecs_iso2022=n/a \
+        py_cv_module__codecs_jp=n/a py_cv_module__codecs_kr=n/a py_cv_module__codecs_tw=n/a \
+        ./configure --disable-test-modules --without-ensurepip OPT=-O0 \
+            >../configure.log 2>&1 && make -j2 >../make.log 2>&1" && touch "$root_python_src/.built"
+}
+t_root_python=$SECONDS
+step "Python $root_python_version for the root (Debian's source package): fetched and built in the background"
+build_root_python &
+root_python_pid=$!
+# A run that fails before its end leaves no background job behind.
+trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
+
+# The sdist, unpacked for the wheels, and one build environment per Python with
+# pyproject's build requirements, all made before the first build: Cython's own .pxd
+# files are dependencies of the C it generates, so a Cython installed later (as in pip's
+# isolated build per wheel) would make every wheel run Cython again on identical sources.
+prepare_sources_and_build_envs() {
+    local t=$SECONDS python version
+    rm -f dist/pssh2-*
+    "$tools/bin/python" -m build --sdist --outdir dist . >"$work/sdist.log" 2>&1 \
+        || { tail -20 "$work/sdist.log"; return 1; }
+    rm -rf "$src" "$work/raw"
+    mkdir -p "$src"
+    tar -xzf dist/pssh2-*.tar.gz -C "$src" --strip-components=1
+    for python in "${pythons[@]}"; do
+        version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+        rm -rf "$work/build-$version"
+        "$python" -m venv "$work/build-$version"
+        "$work/build-$version/bin/pip" install -q "${build_requires[@]}" >"$work/wheel-$version.log" 2>&1 \
+            || { tail -30 "$work/wheel-$version.log"; return 1; }
+    done
+    step "sdist and build environments (${build_requires[*]}) ready in $(elapsed "$t") s"
+}
+step "the sdist and the build environments, in the background"
+prepare_sources_and_build_envs &
+prepare_pid=$!
+
 if [ ! -e "$root/.complete" ]; then
     t=$SECONDS
     step "debootstrap $release from this machine's apt mirror"
@@ -90,17 +178,12 @@ bind() {  # bind SOURCE [ro]: SOURCE at the same path inside the root
 mount -t proc proc "$root/proc"
 mount --bind /dev "$root/dev"
 bind "$work"
+touch "$root_mounted"
 
 # -- libssh2 with OpenSSL inside, built in the root ------------------------------
-prefix=$work/libssh2
-libs_src=$work/libssh2-src
-# Rebuilt when our patches or the recipe changed (their digests are kept with it).
-recipe=$(cat build_support/wheel_libssh2.sh build_support/patches/*.patch | sha256sum | cut -d" " -f1)
 if [ "$(cat "$prefix/recipe.sha256" 2>/dev/null)" != "$recipe" ]; then
     t=$SECONDS
-    step "fetching Debian's libssh2 and OpenSSL sources"
-    rm -rf "$libs_src" "$prefix"
-    "$host_python" -m build_support.libssh2 fetch-wheel-sources "$libs_src"
+    wait "$fetch_libs_pid" || { tail -30 "$work/libs-fetch.log" "$libs_src/fetch.log"; exit 1; }
     step "building OpenSSL (static) and libssh2 in the root"
     cp build_support/wheel_libssh2.sh "$libs_src/"
     chroot "$root" sh "$libs_src/wheel_libssh2.sh" "$libs_src" "$prefix" \
@@ -110,43 +193,10 @@ if [ "$(cat "$prefix/recipe.sha256" 2>/dev/null)" != "$recipe" ]; then
     step "libssh2 built in $(elapsed "$t") s"
 fi
 
-# -- the sdist, and a wheel from it for each Python ------------------------------
-step "sdist"
-rm -f dist/pssh2-*
-"$tools/bin/python" -m build --sdist --outdir dist . >"$work/sdist.log" 2>&1 \
-    || { tail -20 "$work/sdist.log"; exit 1; }
+# -- a wheel from the sdist for each Python -----------------------------------------
+wait "$prepare_pid" || exit 1
 sdist=$(ls dist/pssh2-*.tar.gz)
-src=$work/src
-rm -rf "$src" "$work/raw"
-mkdir -p "$src"
-tar -xzf "$sdist" -C "$src" --strip-components=1
-
-# Every CPython >= requires-python that pyenv (or PATH) has, one per minor version.
-mapfile -t pythons < <("$host_python" ci/supported_pythons.py)
-if [ -n "${WHEEL_PYTHONS:-}" ]; then  # e.g. WHEEL_PYTHONS="3.13": only those
-    mapfile -t pythons < <(for p in "${pythons[@]}"; do
-        [[ " $WHEEL_PYTHONS " == *" $(basename "$p" | sed 's/^python//') "* ]] && echo "$p"; done)
-fi
-if ((${#pythons[@]} == 0)); then
-    echo "no supported CPython found (pyenv versions, or python3.N on PATH)" >&2
-    exit 1
-fi
-# One build environment per Python with pyproject's build requirements, all made
-# before the first build: Cython's own .pxd files are dependencies of the C it
-# generates, so a Cython installed later (as in pip's isolated build per wheel)
-# would make every wheel run Cython again on identical sources.
-mapfile -t build_requires < <("$host_python" -c 'import tomllib
-print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["build-system"]["requires"]))')
 declare -A build_seconds install_seconds
-t=$SECONDS
-for python in "${pythons[@]}"; do
-    version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-    rm -rf "$work/build-$version"
-    "$python" -m venv "$work/build-$version"
-    "$work/build-$version/bin/pip" install -q "${build_requires[@]}" >"$work/wheel-$version.log" 2>&1 \
-        || { tail -30 "$work/wheel-$version.log"; exit 1; }
-done
-step "build environments (${build_requires[*]}) ready in $(elapsed "$t") s"
 for python in "${pythons[@]}"; do
     version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
     bind "$("$python" -c 'import sysconfig; print(sysconfig.get_path("include"))')" ro
@@ -177,27 +227,6 @@ for python in "${pythons[@]}"; do
     build_seconds[$version]=$(elapsed "$t")
 done
 LD_LIBRARY_PATH=$prefix/lib "$tools/bin/auditwheel" show "$(ls dist/*.whl | awk 'NR == 1')" | tee "$work/auditwheel-show.txt"
-
-# -- a Python for the old root, built there in the background ------------------------
-# (while the host's smoke runs wait on pip downloads and sshd rather than the CPU)
-root_python_version=${WHEEL_ROOT_PYTHON:-3.13}
-root_python=/opt/python$root_python_version
-build_root_python() {
-    if [ -x "$root$root_python/bin/python$root_python_version" ]; then
-        return 0
-    fi
-    rm -rf "$work/python-src"
-    "$host_python" -m build_support.libssh2 fetch-source "python$root_python_version" \
-        "$work/python-src" >/dev/null 2>"$work/python-fetch.log" || return 1
-    # -O0: this Python only runs the smoke test; it builds in half the time.
-    chroot "$root" sh -c "cd '$work/python-src/src-python$root_python_version' && \
-        ./configure --prefix=$root_python --disable-test-modules --without-ensurepip OPT=-O0 \
-            >../configure.log 2>&1 && make -j2 >../make.log 2>&1 && make install >../install.log 2>&1"
-}
-t_root_python=$SECONDS
-step "building Python $root_python_version in the root (Debian's source package), in the background"
-build_root_python &
-root_python_pid=$!
 
 # -- each wheel where users install it ---------------------------------------------
 # PATH for the smoke runs: the venv, sshd, and ssh-keygen: no compiler.
@@ -242,7 +271,7 @@ mkdir -p "$root/opt/pssh2-smoke-bin"
 ln -sf /usr/bin/ssh-keygen "$root/opt/pssh2-smoke-bin/ssh-keygen"
 step "smoke run of $(basename "$wheel") in Debian $release"
 chroot "$root" sh -c "rm -rf /opt/smoke-venv && \
-    $root_python/bin/python$root_python_version -m venv --without-pip /opt/smoke-venv && \
+    $root_python -m venv --without-pip /opt/smoke-venv && \
     /opt/smoke-venv/bin/python \$(ls $wheelhouse/pip-*.whl)/pip install -q --no-index \
         --find-links '$wheelhouse' '$wheelhouse/$(basename "$wheel")' pip"
 chroot "$root" env -i HOME=/root LANG=C.UTF-8 PATH=/opt/smoke-venv/bin:/usr/sbin:/sbin:/opt/pssh2-smoke-bin \

@@ -263,9 +263,15 @@ def server(servers):
     return servers.servers[0]
 
 
-def connect(server, *, blocking: bool = True, auth: bool = True, key: str = "ed25519"):
-    """A TCP connection and a handshaken (and authenticated) Session."""
-    sock = socket.create_connection((server.address, server.port), timeout=10)
+def connect(server, *, blocking: bool = True, auth: bool = True, key: str = "ed25519",
+            receive_buffer: int | None = None):
+    """A TCP connection and a handshaken (and authenticated) Session; ``receive_buffer``:
+    the socket's receive buffer in bytes, instead of the kernel's own, growing one."""
+    sock = socket.socket(socket.AF_INET6 if ":" in server.address else socket.AF_INET)
+    if receive_buffer:
+        _set_receive_buffer(sock, receive_buffer)
+    sock.settimeout(10)
+    sock.connect((server.address, server.port))
     session = Session()
     session.set_timeout(30_000)
     session.handshake(sock)
@@ -273,6 +279,22 @@ def connect(server, *, blocking: bool = True, auth: bool = True, key: str = "ed2
         session.userauth_publickey_fromfile(server.user, server.keys.private(key))
     session.set_blocking(blocking)
     return sock, session
+
+
+# Linux's SO_RCVBUFFORCE (absent from Python's socket module): SO_RCVBUF past
+# net.core.rmem_max, for a process with CAP_NET_ADMIN.
+_SO_RCVBUFFORCE = 33
+
+
+def _set_receive_buffer(sock: socket.socket, size: int) -> None:
+    """Before connecting: the window scale is agreed in TCP's handshake."""
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, _SO_RCVBUFFORCE, size)
+    except PermissionError:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, size)
+    if sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) < size:  # the kernel doubles it
+        pytest.fail(f"needs a TCP receive buffer of {size} bytes: run as root, or "
+                    f"sysctl -w net.core.rmem_max={size}", pytrace=False)
 
 
 @pytest.fixture

@@ -127,6 +127,20 @@ def tcp_owners(address: str, port: int) -> list:
     return owners
 
 
+def tcp_unsent(sock: socket.socket) -> int:
+    """Bytes the other end of ``sock`` (a TCP connection on this machine, IPv4) has
+    written and not yet delivered into ``sock``: its socket's send queue."""
+    def end(address_port) -> str:
+        return "%08X:%04X" % (int.from_bytes(socket.inet_aton(address_port[0]), "little"),
+                              address_port[1])
+    theirs, ours = end(sock.getpeername()), end(sock.getsockname())
+    with open("/proc/net/tcp") as fh:
+        for row in (line.split() for line in fh.readlines()[1:]):
+            if row[1] == theirs and row[2] == ours:
+                return int(row[4].split(":")[0], 16)
+    raise LookupError(f"no TCP socket at {sock.getpeername()} connected to {sock.getsockname()}")
+
+
 def tcp_peers(pid: int) -> list:
     """The processes at the other end of ``pid``'s TCP connections on this machine (an
     sshd session's: its client), ``pid`` itself left out."""

@@ -1,5 +1,5 @@
 """Every ``pssh run`` option gives the same result whatever runs the hosts: one process,
-worker processes (--processes 2), a Dask cluster (--scheduler local:2). Each case runs
+worker processes (--processes 2), a Dask cluster (--scheduler ADDRESS). Each case runs
 the three and compares what they print and write, with only what must differ made
 alike (durations, and the order in which concurrent hosts end)."""
 import json
@@ -17,8 +17,7 @@ from processes import processes_with
 from test_cli import ENV
 from waiting import gone
 
-MODES = {"one-process": [], "processes-2": ["--processes", "2"],
-         "dask-local-2": ["--scheduler", "local:2"]}
+MODES = {"one-process": [], "processes-2": ["--processes", "2"], "dask": None}
 REFUSED = address()  # nobody listens there
 # Each host's answer: the last number of its address; the first host is the odd one out.
 WHO = 'n=$(echo "$SSH_CONNECTION" | cut -d" " -f3 | cut -d. -f4)'
@@ -30,6 +29,34 @@ def group():
         yield g
 
 
+@pytest.fixture(scope="module")
+def dask_mode():
+    """``--scheduler`` at the address of a cluster of two workers that every test of this
+    module shares: a cluster started per run (``local:2``, as in test_cli_stdio and
+    test_stop_truth) cost five seconds of CPU each time, for the same code in the run.
+    The cluster lives in a process of its own, as a user's does: the runs' connections
+    to its scheduler are never this process's descriptors."""
+    require("dask", "distributed")
+    cluster = subprocess.Popen(
+        [sys.executable, "-c", "import sys\nfrom pssh.fanout.dask import connect_cluster\n"
+         "client, cluster = connect_cluster('local:2')\n"
+         "print(cluster.scheduler_address, flush=True)\nsys.stdin.read()\n"
+         "client.close()\ncluster.close()\n"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
+    try:
+        address = cluster.stdout.readline().strip()
+        assert address.startswith("tcp://"), "the cluster's process said no address"
+        yield ["--scheduler", address]
+    finally:
+        cluster.stdin.close()   # its end of input: it closes the cluster and exits
+        try:
+            cluster.wait(60)
+        except subprocess.TimeoutExpired:
+            cluster.kill()
+            cluster.wait()
+        cluster.stdout.close()
+
+
 def command(group, slow=None):
     odd = group.hosts[0].rsplit(".", 1)[1]
     text = (f'{WHO}; echo "host $n"; echo same; echo warn >&2; '
@@ -39,11 +66,11 @@ def command(group, slow=None):
     return text
 
 
-def run_in_every_mode(group, tmp_path, options, text):
+def run_in_every_mode(group, tmp_path, options, text, dask_mode):
     """(exit status, stdout, stderr, files written) of each mode, made comparable."""
-    require("dask", "distributed")  # the Dask mode's
     outcomes = {}
     for name, mode in MODES.items():
+        mode = dask_mode if mode is None else mode
         work = tmp_path / name
         work.mkdir()
         args = [a.replace("{dir}", str(work)) for a in options]
@@ -107,8 +134,8 @@ CASES = {
 
 
 @pytest.mark.parametrize("options, status", CASES.values(), ids=CASES.keys())
-def test_every_mode_gives_the_same_result(group, tmp_path, options, status):
-    outcomes = run_in_every_mode(group, tmp_path, options, command(group))
+def test_every_mode_gives_the_same_result(group, tmp_path, options, status, dask_mode):
+    outcomes = run_in_every_mode(group, tmp_path, options, command(group), dask_mode)
     plain = outcomes["one-process"]
     assert plain[0] == status, plain
     for name, outcome in outcomes.items():
@@ -116,10 +143,10 @@ def test_every_mode_gives_the_same_result(group, tmp_path, options, status):
     assert "distributed" not in str(plain[2])  # (Dask's own logging stays quiet in its mode too)
 
 
-def test_every_mode_stops_a_host_that_runs_out_of_time(group, tmp_path):
+def test_every_mode_stops_a_host_that_runs_out_of_time(group, tmp_path, dask_mode):
     marker = f"sleep 60.{uuid.uuid4().int % 10**9}"
     outcomes = run_in_every_mode(group, tmp_path, ["-t", "10", "--json"],
-                                 command(group, slow=f"{marker}; echo never"))
+                                 command(group, slow=f"{marker}; echo never"), dask_mode)
     plain = outcomes["one-process"]
     for name, outcome in outcomes.items():
         assert outcome == plain, f"{name} differs from one process"

@@ -11,6 +11,7 @@ from distributed import Client, LocalCluster
 
 from pssh import exceptions as exc
 from pssh.clients.cluster import plan_shards, run_on_cluster
+from pssh.fanout.dask import cluster_workers
 from pssh.sshd import ServerGroup, free_port
 from loopback import address, addresses
 from processes import processes_with
@@ -48,15 +49,27 @@ def start_worker(scheduler):
             stderr=subprocess.DEVNULL)
         started.append(proc)
         scheduler.wait_for_workers(len(started), timeout=60)
-        address = next(a for a, w in scheduler.scheduler_info()["workers"].items()
+        address = next(a for a, w in cluster_workers(scheduler).items()
                        if w["name"] == name)
         return proc, address
     yield start
     for proc in started:
         proc.kill()
         proc.wait()
-    eventually(lambda: not scheduler.scheduler_info()["workers"], 30,
+    eventually(lambda: not cluster_workers(scheduler), 30,
                "the scheduler to see its workers gone")
+
+
+def test_every_look_at_the_workers_sees_them_while_the_client_refreshes_its_own_copy():
+    """The client refreshes its cached copy of the scheduler's identity (without the
+    workers) on a timer: a look at the workers just after one found none, and a run
+    failed every task as lost with its worker. Here the timer fires every 2 ms."""
+    import dask
+    with dask.config.set({"distributed.client.scheduler-info-interval": "2ms"}):
+        with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster, \
+                Client(cluster) as client:
+            looks = [len(cluster_workers(client)) for _ in range(300)]
+    assert looks == [1] * 300
 
 
 def options(group, tmp_path):
@@ -235,4 +248,4 @@ def test_the_parallel_client_with_a_scheduler_keeps_its_api(group, tmp_path, sch
         assert where == {first, second}  # one task per worker thread
     finally:
         client.close()
-    assert scheduler.scheduler_info()["workers"]  # the caller's cluster stays as it was
+    assert cluster_workers(scheduler)  # the caller's cluster stays as it was

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import connect
 from loopback import address
-from processes import cmdline, in_syscall
+from processes import cmdline, in_syscall, tcp_unsent
 from pssh.sshd import OpenSSHServer, _descendants
 
 from ssh2 import exceptions as exc
@@ -361,23 +361,24 @@ def _answered(server) -> bool:
 
 
 def _requested_ahead(tmp_path, subsystem_tail, slow_reader):
-    """Read 8 MiB of a 16 MiB file in 2 MiB reads, then stop: how far past those 8 MiB
-    the client had asked the server to read. A ``slow_reader`` reads only once the
-    server has answered all it was asked (whatever the machine's load); otherwise it
-    reads at once."""
+    """Read 8 MiB of a 16 MiB file, then stop: how far past those 8 MiB the client had
+    asked the server to read. A ``slow_reader`` reads 1 MiB at a time, and only once the
+    server has answered all it was asked and every answer is in the client's socket
+    (whatever the machine's load); otherwise it reads 2 MiB at a time, at once."""
     (tmp_path / "big").write_bytes(os.urandom(16 * MIB))
     log_file = tmp_path / "sftp.log"
     config = [f"Subsystem sftp {SFTP_SERVER} -e -l DEBUG1 2>>{shlex.quote(str(log_file))}"
               f"{subsystem_tail}"]
     with OpenSSHServer(address(), config=config) as server:
-        sock, session = connect(server)
+        sock, session = connect(server, receive_buffer=_ALL_ANSWERS if slow_reader else None)
         sftp = session.sftp_init()
         consumed = 0
         with sftp.open(str(tmp_path / "big"), LIBSSH2_FXF_READ, 0) as fh:
             while consumed < 8 * MIB:
                 if slow_reader:
-                    eventually(lambda: _answered(server), 30, "the server idle")
-                size, _ = fh.read(2 * MIB)
+                    eventually(lambda: _answered(server) and tcp_unsent(sock) == 0, 30,
+                               "every answer in the client's socket")
+                size, _ = fh.read(MIB if slow_reader else 2 * MIB)
                 assert size > 0
                 consumed += size
         sock.close()
@@ -385,13 +386,20 @@ def _requested_ahead(tmp_path, subsystem_tail, slow_reader):
     return max(int(off) + int(n) for off, n in _READS.findall(log_file.read_text())) - consumed
 
 
+# A receive buffer that holds every answer in flight: with less, the kernel keeps some in
+# sshd's socket and sshd keeps the rest, and a read then waits for sshd to run.
+_ALL_ANSWERS = 8 * MIB
+
+
 @pytest.mark.usefixtures("patched_libssh2_and_sftp_server")
 def test_a_reader_slower_than_the_server_keeps_a_short_read_ahead(tmp_path):
     # Replies are waiting at every read: more requests in flight would only make
     # sshd queue (and copy) megabytes of replies. 2 MiB ahead, plus the request
-    # that crosses that mark; unpatched libssh2 keeps 4 reads = 8 MiB in flight.
-    # (A fixed pause before each read lost to load: a read that finds a reply still on
-    # its way rightly lengthens the pipeline. The reader waits for the server instead.)
+    # that crosses that mark; unpatched libssh2 keeps 4 reads = 4 MiB in flight.
+    # The reader waits until every answer is in its socket, and reads half of what is
+    # in flight: a read as large as the whole read-ahead could take the answers to
+    # its own new requests too, leaving the next read nothing waiting; a read that
+    # finds nothing waiting rightly lengthens the pipeline.
     assert _requested_ahead(tmp_path, "", slow_reader=True) <= 2 * MIB + REQUEST
 
 

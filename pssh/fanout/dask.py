@@ -82,6 +82,17 @@ def connect_cluster(scheduler) -> Tuple[Any, Any]:
     return Client(scheduler), None
 
 
+def cluster_workers(client) -> Dict[str, dict]:
+    """The workers of ``client``'s cluster now, by address, asked of the scheduler.
+
+    Not ``Client.scheduler_info()``: that returns the client's cached copy, which the
+    client's own refresh (every 2 s) replaces with one that lists no worker (distributed
+    2025 and later refresh the totals only). A look that read the cache just after a
+    refresh found every worker gone, and every task was failed as lost with its worker.
+    """
+    return client.sync(client.scheduler.identity)["workers"]
+
+
 def control_name(run_id: str, number: int) -> str:
     """The queue of the parent's messages to task ``number``."""
     return f"pssh-{run_id}-{number}-control"
@@ -247,8 +258,8 @@ class DaskGroup:
         self._heartbeat = gevent.spawn(self._beat)
 
     def workers(self) -> Dict[str, dict]:
-        """The cluster's workers now, by address (Dask's ``scheduler_info``)."""
-        return self.threads.apply(self.client.scheduler_info)["workers"]
+        """The cluster's workers now, by address (see :func:`cluster_workers`)."""
+        return self.threads.apply(cluster_workers, (self.client,))
 
     def worker_threads(self) -> int:
         """How many tasks the cluster runs at once (its workers' threads)."""
