@@ -116,7 +116,8 @@ build_root_python() {
     # the smoke run never imports are left out (decimal falls back to _pydecimal).
     # It runs from its build tree, as CPython's developers run theirs: an install
     # would compile the whole standard library three times over for nothing.
-    chroot "$root" sh -c "cd '$root_python_src' && \
+    # At a lower priority: OpenSSL and the wheels after it are the longer path.
+    nice -n 10 chroot "$root" sh -c "cd '$root_python_src' && \
         py_cv_module__decimal=n/a py_cv_module__multibytecodec=n/a \
         py_cv_module__codecs_cn=n/a py_cv_module__codecs_hk=n/a py_cv_module__codecs_iso2022=n/a \
         py_cv_module__codecs_jp=n/a py_cv_module__codecs_kr=n/a py_cv_module__codecs_tw=n/a \
@@ -139,7 +140,7 @@ prepare_sources_and_build_envs() {
     rm -f dist/pssh2-*
     "$tools/bin/python" -m build --sdist --outdir dist . >"$work/sdist.log" 2>&1 \
         || { tail -20 "$work/sdist.log"; return 1; }
-    rm -rf "$src" "$work/raw"
+    rm -rf "$src" "$work"/raw-*
     mkdir -p "$src"
     tar -xzf dist/pssh2-*.tar.gz -C "$src" --strip-components=1
     for python in "${pythons[@]}"; do
@@ -193,27 +194,31 @@ if [ "$(cat "$prefix/recipe.sha256" 2>/dev/null)" != "$recipe" ]; then
     step "libssh2 built in $(elapsed "$t") s"
 fi
 
-# -- a wheel from the sdist for each Python -----------------------------------------
+# -- a wheel from the sdist for each Python, each smoke-run where users install it -------
 wait "$prepare_pid" || exit 1
 sdist=$(ls dist/pssh2-*.tar.gz)
-declare -A build_seconds install_seconds
-for python in "${pythons[@]}"; do
-    version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+# PATH for the smoke runs: the venv, sshd, and ssh-keygen: no compiler.
+smoke_bin=$work/smoke-bin
+mkdir -p "$smoke_bin"
+ln -sf "$(command -v ssh-keygen)" "$smoke_bin/ssh-keygen"
+cp ci/wheel_smoke.py "$work/wheel_smoke.py"
+
+build_wheel() {  # build_wheel PYTHON VERSION: compiled in the root, repaired, rpaths checked
+    local python=$1 version=$2 t=$SECONDS raw unpacked foreign
     bind "$("$python" -c 'import sysconfig; print(sysconfig.get_path("include"))')" ro
-    t=$SECONDS
     step "wheel for Python $version ($python)"
     # CC and LDSHARED replace the Python's own compiler settings (distutils).
     # -g0: no debug information, which the wheel would only carry around.
     (cd "$src" && PSSH2_WHEEL_ROOT=$root CC="$checkout/ci/root-gcc -pthread" CFLAGS=-g0 \
         LDSHARED="$checkout/ci/root-gcc -pthread -shared" LIBSSH2_PREFIX=$prefix LIBSSH2_RPATH=0 \
         "$work/build-$version/bin/python" -m pip wheel -q --no-deps --no-build-isolation \
-        -w "$work/raw" . >>"$work/wheel-$version.log" 2>&1) \
-        || { tail -30 "$work/wheel-$version.log"; exit 1; }
-    raw=$(ls "$work"/raw/pssh2-*-cp${version/./}-*.whl)
+        -w "$work/raw-$version" . >>"$work/wheel-$version.log" 2>&1) \
+        || { tail -30 "$work/wheel-$version.log"; return 1; }
+    raw=$(ls "$work/raw-$version"/pssh2-*-cp${version/./}-*.whl)
     # --only-plat: the tag proven below in the root; auditwheel would add older
     # ones that its symbol check allows but that nothing here runs.
     PATH=$tools/bin:$PATH LD_LIBRARY_PATH=$prefix/lib "$tools/bin/auditwheel" repair --plat "$plat" --only-plat -w dist "$raw" >>"$work/wheel-$version.log" 2>&1 \
-        || { tail -30 "$work/wheel-$version.log"; exit 1; }
+        || { tail -30 "$work/wheel-$version.log"; return 1; }
     # Every rpath in the wheel must point inside it, never at this machine's paths.
     unpacked=$work/unpacked-$version
     rm -rf "$unpacked"
@@ -222,32 +227,52 @@ for python in "${pythons[@]}"; do
         | grep -v "\[\$ORIGIN" || true)
     if [ -n "$foreign" ]; then
         echo "the wheel for Python $version has rpaths outside it: $foreign" >&2
-        exit 1
+        return 1
     fi
-    build_seconds[$version]=$(elapsed "$t")
-done
-LD_LIBRARY_PATH=$prefix/lib "$tools/bin/auditwheel" show "$(ls dist/*.whl | awk 'NR == 1')" | tee "$work/auditwheel-show.txt"
+    elapsed "$t" >"$work/build-seconds-$version"
+}
 
-# -- each wheel where users install it ---------------------------------------------
-# PATH for the smoke runs: the venv, sshd, and ssh-keygen: no compiler.
-smoke_bin=$work/smoke-bin
-mkdir -p "$smoke_bin"
-ln -sf "$(command -v ssh-keygen)" "$smoke_bin/ssh-keygen"
-cp ci/wheel_smoke.py "$work/wheel_smoke.py"
-for python in "${pythons[@]}"; do
-    version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+smoke_wheel() {  # smoke_wheel PYTHON VERSION: a fresh venv, the wheel alone, the smoke test
+    local python=$1 version=$2 t=$SECONDS wheel venv
     wheel=$(ls "$checkout"/dist/pssh2-*-cp${version/./}-*.whl)
     venv=$work/smoke-$version
     rm -rf "$venv"
-    t=$SECONDS
     "$python" -m venv "$venv"
     "$venv/bin/pip" install -q --only-binary=:all: "$wheel" >"$work/install-$version.log" 2>&1 \
-        || { tail -30 "$work/install-$version.log"; exit 1; }
-    install_seconds[$version]=$(elapsed "$t")
-    step "smoke run of $(basename "$wheel")"
+        || { tail -30 "$work/install-$version.log"; return 1; }
+    elapsed "$t" >"$work/install-seconds-$version"
+    # Its output whole, once it ended: smoke runs side by side never interleave.
+    local code=0
     (cd / && env -i HOME="$HOME" LANG=C.UTF-8 PATH="$venv/bin:/usr/sbin:/sbin:$smoke_bin" \
-        "$venv/bin/python" "$work/wheel_smoke.py")
+        "$venv/bin/python" "$work/wheel_smoke.py") >"$work/smoke-$version.log" 2>&1 || code=$?
+    step "smoke run of $(basename "$wheel")"
+    cat "$work/smoke-$version.log"
+    return $code
+}
+
+versions=()
+for python in "${pythons[@]}"; do
+    versions+=("$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')")
 done
+# The first wheel alone: its build runs Cython, whose C the others then only compile
+# (two at a time, each smoke-run as soon as it is built, beside the next builds).
+build_wheel "${pythons[0]}" "${versions[0]}" || exit 1
+LD_LIBRARY_PATH=$prefix/lib "$tools/bin/auditwheel" show "$(ls dist/*.whl | awk 'NR == 1')" | tee "$work/auditwheel-show.txt"
+smoke_wheel "${pythons[0]}" "${versions[0]}" &
+lanes=("$!")
+failed=0
+for ((i = 1; i < ${#pythons[@]}; i++)); do
+    if ((${#lanes[@]} >= 3)); then  # the first smoke run and two lanes of builds
+        wait "${lanes[0]}" || failed=1
+        lanes=("${lanes[@]:1}")
+    fi
+    (build_wheel "${pythons[i]}" "${versions[i]}" && smoke_wheel "${pythons[i]}" "${versions[i]}") &
+    lanes+=("$!")
+done
+for lane in "${lanes[@]}"; do
+    wait "$lane" || failed=1
+done
+((failed == 0)) || exit 1
 
 # -- and inside the old Debian -----------------------------------------------------------
 wait "$root_python_pid" || { tail -30 "$work/python-fetch.log" "$work/python-src"/*.log; exit 1; }
@@ -280,11 +305,11 @@ chroot "$root" env -i HOME=/root LANG=C.UTF-8 PATH=/opt/smoke-venv/bin:/usr/sbin
 # -- summary -------------------------------------------------------------------------
 echo
 echo "wheels (dist/), built in Debian $release with glibc $glibc:"
-for python in "${pythons[@]}"; do
-    version=$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+for version in "${versions[@]}"; do
     wheel=$(ls dist/pssh2-*-cp${version/./}-*.whl)
     printf '  %-60s %5s KiB  build %3s s  install %3s s\n' "$(basename "$wheel")" \
-        "$(($(stat -c %s "$wheel") / 1024))" "${build_seconds[$version]}" "${install_seconds[$version]}"
+        "$(($(stat -c %s "$wheel") / 1024))" "$(cat "$work/build-seconds-$version")" \
+        "$(cat "$work/install-seconds-$version")"
 done
 echo "  $(basename "$sdist") $(($(stat -c %s "$sdist") / 1024)) KiB"
 step "all wheels built and smoke-run in $(elapsed "$started") s"
