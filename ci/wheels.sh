@@ -238,7 +238,7 @@ smoke_wheel() {  # smoke_wheel PYTHON VERSION: a fresh venv, the wheel alone, th
     venv=$work/smoke-$version
     rm -rf "$venv"
     "$python" -m venv "$venv"
-    "$venv/bin/pip" install -q --only-binary=:all: "$wheel" >"$work/install-$version.log" 2>&1 \
+    "$venv/bin/pip" install -q --no-compile --only-binary=:all: "$wheel" >"$work/install-$version.log" 2>&1 \
         || { tail -30 "$work/install-$version.log"; return 1; }
     elapsed "$t" >"$work/install-seconds-$version"
     # Its output whole, once it ended: smoke runs side by side never interleave.
@@ -297,7 +297,7 @@ ln -sf /usr/bin/ssh-keygen "$root/opt/pssh2-smoke-bin/ssh-keygen"
 step "smoke run of $(basename "$wheel") in Debian $release"
 chroot "$root" sh -c "rm -rf /opt/smoke-venv && \
     $root_python -m venv --without-pip /opt/smoke-venv && \
-    /opt/smoke-venv/bin/python \$(ls $wheelhouse/pip-*.whl)/pip install -q --no-index \
+    /opt/smoke-venv/bin/python \$(ls $wheelhouse/pip-*.whl)/pip install -q --no-compile --no-index \
         --find-links '$wheelhouse' '$wheelhouse/$(basename "$wheel")' pip"
 chroot "$root" env -i HOME=/root LANG=C.UTF-8 PATH=/opt/smoke-venv/bin:/usr/sbin:/sbin:/opt/pssh2-smoke-bin \
     /bin/sh -c "cd / && /opt/smoke-venv/bin/python '$work/wheel_smoke.py'"
