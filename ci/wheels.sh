@@ -116,8 +116,7 @@ build_root_python() {
     # the smoke run never imports are left out (decimal falls back to _pydecimal).
     # It runs from its build tree, as CPython's developers run theirs: an install
     # would compile the whole standard library three times over for nothing.
-    # At a lower priority: OpenSSL and the wheels after it are the longer path.
-    nice -n 10 chroot "$root" sh -c "cd '$root_python_src' && \
+    chroot "$root" sh -c "cd '$root_python_src' && \
         py_cv_module__decimal=n/a py_cv_module__multibytecodec=n/a \
         py_cv_module__codecs_cn=n/a py_cv_module__codecs_hk=n/a py_cv_module__codecs_iso2022=n/a \
         py_cv_module__codecs_jp=n/a py_cv_module__codecs_kr=n/a py_cv_module__codecs_tw=n/a \
