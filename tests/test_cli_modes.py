@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from extras import require
+from dask_cluster import shared_cluster
 from loopback import address, addresses
 from pssh.sshd import ServerGroup
 from processes import processes_with
@@ -31,30 +31,9 @@ def group():
 
 @pytest.fixture(scope="module")
 def dask_mode():
-    """``--scheduler`` at the address of a cluster of two workers that every test of this
-    module shares: a cluster started per run (``local:2``, as in test_cli_stdio and
-    test_stop_truth) cost five seconds of CPU each time, for the same code in the run.
-    The cluster lives in a process of its own, as a user's does: the runs' connections
-    to its scheduler are never this process's descriptors."""
-    require("dask", "distributed")
-    cluster = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom pssh.fanout.dask import connect_cluster\n"
-         "client, cluster = connect_cluster('local:2')\n"
-         "print(cluster.scheduler_address, flush=True)\nsys.stdin.read()\n"
-         "client.close()\ncluster.close()\n"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
-    try:
-        address = cluster.stdout.readline().strip()
-        assert address.startswith("tcp://"), "the cluster's process said no address"
-        yield ["--scheduler", address]
-    finally:
-        cluster.stdin.close()   # its end of input: it closes the cluster and exits
-        try:
-            cluster.wait(60)
-        except subprocess.TimeoutExpired:
-            cluster.kill()
-            cluster.wait()
-        cluster.stdout.close()
+    """``--scheduler`` at the address of a cluster of two workers that the module shares."""
+    with shared_cluster(ENV) as options:
+        yield options
 
 
 def command(group, slow=None):
