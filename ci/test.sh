@@ -5,15 +5,18 @@
 # the suite; with arguments (pytest options) it skips the wheels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash ci/setup.sh
-# Lint and type checks (settings in pyproject.toml): a finding fails the run within
-# seconds, before the wheels and the suite.
-bash ci/lint.sh
+started=$SECONDS
+phase() { echo "[ci] $* at $((SECONDS - started)) s"; }
+bash ci/setup.sh system
+phase "system packages ready"
 if [ $# -eq 0 ]; then
-    # The wheels build while the suite runs: most of the suite waits on servers and
-    # subprocesses, most of the build on the compiler (the whole run was 21 minutes one
-    # after the other). tests/test_wheels.py waits for the build's end and fails with its
-    # log if it failed, so that its result is in pytest's summary, the run's last line.
+    # The wheels build beside the rest: the set-up below (downloads, one build), the
+    # static checks and the suite (most of it waits on servers and subprocesses, most of
+    # the build on the compiler; the whole run was 21 minutes one after the other).
+    # Started before the set-up, its first minutes (debootstrap, downloads) fill the
+    # CPU the set-up leaves idle. tests/test_wheels.py waits for the build's end and
+    # fails with its log if it failed, so that its result is in pytest's summary, the
+    # run's last line.
     sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
     mkdir -p build
@@ -23,7 +26,7 @@ if [ $# -eq 0 ]; then
     # headers, and each costs two minutes of CPU beside the suite, on a machine the two
     # keep fully busy; the whole run must stay under 20 minutes. `bash ci/wheels.sh` on
     # its own builds them all.
-    mapfile -t supported < <(.venv/bin/python ci/supported_pythons.py)
+    mapfile -t supported < <(python3 ci/supported_pythons.py)
     export WHEEL_PYTHONS="$(basename "${supported[0]}" | sed 's/^python//') $(basename "${supported[-1]}" | sed 's/^python//')"
     rm -f "$PSSH_TESTS_WHEELS_LOG" "$PSSH_TESTS_WHEELS_LOG.status"
     # In a session of its own, so that it can be ended as a whole. The status file is
@@ -36,6 +39,12 @@ if [ $# -eq 0 ]; then
     # own: they go with it).
     trap '$sudo kill -TERM -- -"$wheels" 2>/dev/null || true' EXIT
 fi
+bash ci/setup.sh
+phase "package built and installed"
+# Lint and type checks (settings in pyproject.toml): a finding fails the run within
+# seconds, before the suite.
+bash ci/lint.sh
+phase "static checks passed"
 # From tests/ so that the installed package, not the source tree, is imported.
 cd tests
 # Three workers (pytest-xdist) on this two-core machine, each taking whole test files

@@ -137,7 +137,19 @@ trap 'kill $(jobs -p) 2>/dev/null || true' EXIT
 prepare_sources_and_build_envs() {
     local t=$SECONDS python version
     rm -f dist/pssh2-*
-    "$tools/bin/python" -m build --sdist --outdir dist . >"$work/sdist.log" 2>&1 \
+    # From a copy of the source files (what git lists: tracked files and new ones it does
+    # not ignore), never from the checkout itself: a build running there meanwhile
+    # (ci/test.sh's set-up, beside this script) rewrites its egg-info and build/.
+    local tree=$work/tree
+    rm -rf "$tree"
+    mkdir -p "$tree"
+    if git -c safe.directory='*' -C "$checkout" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+        git -c safe.directory='*' -C "$checkout" ls-files -z --cached --others --exclude-standard \
+            | tar -C "$checkout" --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -C "$tree" -xf -
+    else  # an unpacked sdist: all of it but what builds leave
+        tar -C "$checkout" --exclude=./build --exclude=./dist --exclude=./.venv -cf - . | tar -C "$tree" -xf -
+    fi
+    "$tools/bin/python" -m build --sdist --outdir dist "$tree" >"$work/sdist.log" 2>&1 \
         || { tail -20 "$work/sdist.log"; return 1; }
     rm -rf "$src" "$work"/raw-*
     mkdir -p "$src"
