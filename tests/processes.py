@@ -253,6 +253,18 @@ def run_or_show_stacks(command, timeout: float, **kwargs):
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
+def signal_state(pid: int) -> str:
+    """What the kernel says of process ``pid``'s signals: pending (its own and its
+    group's), blocked, ignored and caught, as masks (bit N-1 is signal N)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return " ".join(line.strip().replace(":\t", "=") for line in status
+                            if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn",
+                                                "SigCgt")))
+    except OSError:
+        return "ended"
+
+
 def communicate_or_show_stacks(process, timeout: float, given_input=None):
     """``process.communicate(given_input)`` (its stdout and stderr pipes); one still
     running after ``timeout`` seconds is a hang: each process of its tree is asked for

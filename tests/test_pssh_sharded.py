@@ -15,7 +15,8 @@ from pssh.clients import ParallelSSHClient
 from pssh.fanout.process import WORKER_MODULE, worker_count
 from pssh.sshd import ServerGroup, free_port
 from loopback import address, addresses
-from processes import alive, children_running, communicate_or_show_stacks, processes_with
+from processes import (alive, children_running, communicate_or_show_stacks, processes_with,
+                       signal_state)
 from waiting import gone
 
 
@@ -174,8 +175,13 @@ def test_ctrl_c_stops_the_workers_and_the_remote_commands(group, tmp_path):
         try:
             pids = [int(p) for p in proc.stdout.readline().split()]
             assert len(pids) == 2 and len(commands_of(sleeper, proc.pid)) == 4
+            before = signal_state(proc.pid)
             os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
-            _, stderr = communicate_or_show_stacks(proc, 30)
+            try:
+                _, stderr = communicate_or_show_stacks(proc, 30)
+            except AssertionError as hang:  # did SIGINT arrive? (seen once: it did not act)
+                raise AssertionError(f"program's signals before the SIGINT: {before}\n"
+                                     f"{hang}") from None
         finally:
             if proc.poll() is None:  # (a failure above: nothing of it is left running)
                 os.killpg(proc.pid, signal.SIGKILL)
