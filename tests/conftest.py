@@ -27,6 +27,19 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "needs(*modules): optional modules the test needs (tests/extras.py): "
         "missing, it fails at once, naming the install command")
+    interruptible()
+
+
+def interruptible() -> None:
+    """SIGINT and SIGQUIT at their defaults in this process, so that every program a test
+    starts gets them as it would from a terminal. A suite started in the background by a
+    non-interactive shell (``bash ci/test.sh &`` in a script) has both ignored, and an
+    ignored signal stays ignored across fork and exec: a program of a Ctrl-C test then never
+    saw its SIGINT (its masks said SigIgn 0x1001006) and waited for ever."""
+    import signal
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def pytest_runtest_setup(item):
