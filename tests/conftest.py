@@ -274,6 +274,30 @@ def _hub_deafness() -> str:
     return "" if answer == 0 else "thread pool results"
 
 
+#: The command line's words for each way of running the hosts (``mode``, a module-scoped
+#: parameter of the tests that take :func:`mode_options`); Dask's (None) are the address of
+#: the module's cluster (:func:`dask_mode`).
+RUN_MODES = {"one-process": [], "processes-2": ["--processes", "2"], "dask": None}
+
+
+@pytest.fixture(scope="module")
+def dask_mode():
+    """``--scheduler ADDRESS`` of a cluster of two workers that a module's tests share
+    (tests/dask_cluster.py)."""
+    from dask_cluster import shared_cluster
+    from test_cli import ENV
+    with shared_cluster(ENV) as words:
+        yield words
+
+
+@pytest.fixture(scope="module")
+def mode_options(mode, request):
+    """The command line's words for ``mode``. A module's fixture, so that the cluster starts
+    (only if a Dask test runs) before the test, which is then not charged with it."""
+    words = RUN_MODES[mode]
+    return request.getfixturevalue("dask_mode") if words is None else words
+
+
 @pytest.fixture(scope="session")
 def servers():
     """Two sshd hosts (on addresses of their own) accepting keys and a password."""

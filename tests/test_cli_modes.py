@@ -10,14 +10,13 @@ import uuid
 
 import pytest
 
-from dask_cluster import shared_cluster
+from conftest import RUN_MODES
 from loopback import address, addresses
 from pssh.sshd import ServerGroup
 from processes import processes_with
 from test_cli import ENV
 from waiting import gone
 
-MODES = {"one-process": [], "processes-2": ["--processes", "2"], "dask": None}
 REFUSED = address()  # nobody listens there
 # Each host's answer: the last number of its address; the first host is the odd one out.
 WHO = 'n=$(echo "$SSH_CONNECTION" | cut -d" " -f3 | cut -d. -f4)'
@@ -27,13 +26,6 @@ WHO = 'n=$(echo "$SSH_CONNECTION" | cut -d" " -f3 | cut -d. -f4)'
 def group():
     with ServerGroup(addresses=addresses(3)) as g:
         yield g
-
-
-@pytest.fixture(scope="module")
-def dask_mode():
-    """``--scheduler`` at the address of a cluster of two workers that the module shares."""
-    with shared_cluster(ENV) as options:
-        yield options
 
 
 def command(group, slow=None):
@@ -48,7 +40,7 @@ def command(group, slow=None):
 def run_in_every_mode(group, tmp_path, options, text, dask_mode):
     """(exit status, stdout, stderr, files written) of each mode, made comparable."""
     outcomes = {}
-    for name, mode in MODES.items():
+    for name, mode in RUN_MODES.items():
         mode = dask_mode if mode is None else mode
         work = tmp_path / name
         work.mkdir()
