@@ -2,6 +2,9 @@
 # Set up a fresh Debian machine: system packages, a virtualenv in .venv, and
 # this project installed into it (libssh2 1.11.1 is built from Debian's
 # source package when the system's is older than 1.11).
+#   bash ci/setup.sh           all of it
+#   bash ci/setup.sh system    the system packages only (ci/test.sh starts the wheels' build
+#                              after them, beside the rest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,7 +13,8 @@ packages=(build-essential dpkg-dev pkg-config libssl-dev zlib1g-dev
           influxdb victoria-metrics
           iproute2 iptables libnetfilter-queue-dev  # the delayed-loopback benchmark
           chromium chromium-driver                  # the docs site checked in a browser
-          bc)                                       # asyncssh's math_client example, run by the tests
+          bc                                        # asyncssh's math_client example, run by the tests
+          debootstrap patch)                        # ci/wheels.sh's old Debian root
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
@@ -21,6 +25,9 @@ if ((${#missing[@]})); then
     echo "[setup] installing: ${missing[*]}"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if [ "${1:-}" = system ]; then
+    exit 0
 fi
 
 python=${PYTHON:-python3}

@@ -27,6 +27,19 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "needs(*modules): optional modules the test needs (tests/extras.py): "
         "missing, it fails at once, naming the install command")
+    interruptible()
+
+
+def interruptible() -> None:
+    """SIGINT and SIGQUIT at their defaults in this process, so that every program a test
+    starts gets them as it would from a terminal. A suite started in the background by a
+    non-interactive shell (``bash ci/test.sh &`` in a script) has both ignored, and an
+    ignored signal stays ignored across fork and exec: a program of a Ctrl-C test then never
+    saw its SIGINT (its masks said SigIgn 0x1001006) and waited for ever."""
+    import signal
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def pytest_runtest_setup(item):
@@ -259,6 +272,30 @@ def _hub_deafness() -> str:
     with gevent.Timeout(10, False):
         answer = gevent.get_hub().threadpool.apply(int)
     return "" if answer == 0 else "thread pool results"
+
+
+#: The command line's words for each way of running the hosts (``mode``, a module-scoped
+#: parameter of the tests that take :func:`mode_options`); Dask's (None) are the address of
+#: the module's cluster (:func:`dask_mode`).
+RUN_MODES = {"one-process": [], "processes-2": ["--processes", "2"], "dask": None}
+
+
+@pytest.fixture(scope="module")
+def dask_mode():
+    """``--scheduler ADDRESS`` of a cluster of two workers that a module's tests share
+    (tests/dask_cluster.py)."""
+    from dask_cluster import shared_cluster
+    from test_cli import ENV
+    with shared_cluster(ENV) as words:
+        yield words
+
+
+@pytest.fixture(scope="module")
+def mode_options(mode, request):
+    """The command line's words for ``mode``. A module's fixture, so that the cluster starts
+    (only if a Dask test runs) before the test, which is then not charged with it."""
+    words = RUN_MODES[mode]
+    return request.getfixturevalue("dask_mode") if words is None else words
 
 
 @pytest.fixture(scope="session")

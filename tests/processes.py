@@ -245,21 +245,43 @@ def run_or_show_stacks(command, timeout: float, **kwargs):
     worker processes, its Dask workers) is asked for its greenlets' stacks
     (:mod:`pssh.stacks`), the tree is killed, and the test fails showing them."""
     import subprocess
-    import time
     given_input, stdin = kwargs.pop("input", None), kwargs.pop("stdin", None)
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           stdin=subprocess.PIPE if given_input is not None else stdin,
                           **kwargs) as process:
-        try:
-            stdout, stderr = process.communicate(given_input, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            tree = [pid for pid, _ in descendants(process.pid)]
-            signal_each([process.pid] + tree, signal.SIGUSR1)
-            time.sleep(3)  # time to write them: the stacks are what this failure is for
-            signal_each([process.pid] + tree, signal.SIGKILL)
-            stdout, stderr = process.communicate()
-            raise AssertionError(
-                f"still running after {timeout} s (a hang): {command}\n"
-                f"its standard error, with every process's stacks:\n"
-                f"{stderr.decode(errors='replace')[-60000:]}") from None
+        stdout, stderr = communicate_or_show_stacks(process, timeout, given_input)
     return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def signal_state(pid: int) -> str:
+    """What the kernel says of process ``pid``'s signals: pending (its own and its
+    group's), blocked, ignored and caught, as masks (bit N-1 is signal N)."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            return " ".join(line.strip().replace(":\t", "=") for line in status
+                            if line.startswith(("SigPnd", "ShdPnd", "SigBlk", "SigIgn",
+                                                "SigCgt")))
+    except OSError:
+        return "ended"
+
+
+def communicate_or_show_stacks(process, timeout: float, given_input=None):
+    """``process.communicate(given_input)`` (its stdout and stderr pipes); one still
+    running after ``timeout`` seconds is a hang: each process of its tree is asked for
+    its stacks (SIGUSR1: :mod:`pssh.stacks` in a pssh process), the tree is killed, and
+    AssertionError shows its standard error."""
+    import subprocess
+    import time
+    try:
+        return process.communicate(given_input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        tree = [pid for pid, _ in descendants(process.pid)]
+        signal_each([process.pid] + tree, signal.SIGUSR1)
+        time.sleep(3)  # time to write them: the stacks are what this failure is for
+        signal_each([process.pid] + tree, signal.SIGKILL)
+        _, stderr = process.communicate()
+        if isinstance(stderr, bytes):
+            stderr = stderr.decode(errors="replace")
+        raise AssertionError(
+            f"still running after {timeout} s (a hang): {process.args}\n"
+            f"its standard error, with every process's stacks:\n{stderr[-60000:]}") from None

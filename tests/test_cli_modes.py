@@ -10,14 +10,13 @@ import uuid
 
 import pytest
 
-from extras import require
+from conftest import RUN_MODES
 from loopback import address, addresses
 from pssh.sshd import ServerGroup
 from processes import processes_with
 from test_cli import ENV
 from waiting import gone
 
-MODES = {"one-process": [], "processes-2": ["--processes", "2"], "dask": None}
 REFUSED = address()  # nobody listens there
 # Each host's answer: the last number of its address; the first host is the odd one out.
 WHO = 'n=$(echo "$SSH_CONNECTION" | cut -d" " -f3 | cut -d. -f4)'
@@ -27,34 +26,6 @@ WHO = 'n=$(echo "$SSH_CONNECTION" | cut -d" " -f3 | cut -d. -f4)'
 def group():
     with ServerGroup(addresses=addresses(3)) as g:
         yield g
-
-
-@pytest.fixture(scope="module")
-def dask_mode():
-    """``--scheduler`` at the address of a cluster of two workers that every test of this
-    module shares: a cluster started per run (``local:2``, as in test_cli_stdio and
-    test_stop_truth) cost five seconds of CPU each time, for the same code in the run.
-    The cluster lives in a process of its own, as a user's does: the runs' connections
-    to its scheduler are never this process's descriptors."""
-    require("dask", "distributed")
-    cluster = subprocess.Popen(
-        [sys.executable, "-c", "import sys\nfrom pssh.fanout.dask import connect_cluster\n"
-         "client, cluster = connect_cluster('local:2')\n"
-         "print(cluster.scheduler_address, flush=True)\nsys.stdin.read()\n"
-         "client.close()\ncluster.close()\n"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV)
-    try:
-        address = cluster.stdout.readline().strip()
-        assert address.startswith("tcp://"), "the cluster's process said no address"
-        yield ["--scheduler", address]
-    finally:
-        cluster.stdin.close()   # its end of input: it closes the cluster and exits
-        try:
-            cluster.wait(60)
-        except subprocess.TimeoutExpired:
-            cluster.kill()
-            cluster.wait()
-        cluster.stdout.close()
 
 
 def command(group, slow=None):
@@ -69,7 +40,7 @@ def command(group, slow=None):
 def run_in_every_mode(group, tmp_path, options, text, dask_mode):
     """(exit status, stdout, stderr, files written) of each mode, made comparable."""
     outcomes = {}
-    for name, mode in MODES.items():
+    for name, mode in RUN_MODES.items():
         mode = dask_mode if mode is None else mode
         work = tmp_path / name
         work.mkdir()

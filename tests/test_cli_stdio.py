@@ -14,26 +14,19 @@ import sys
 
 import pytest
 
-from extras import require
+from conftest import RUN_MODES
 from loopback import addresses
 from processes import run_or_show_stacks
 from pssh.sshd import ServerGroup
 from test_cli import ENV
 
-MODES = {"one-process": [], "processes-2": ["--processes", "2"],
-         "dask-local-2": ["--scheduler", "local:2"]}
-EVERY_MODE = pytest.mark.parametrize("mode", list(MODES))
+EVERY_MODE = pytest.mark.parametrize("mode", list(RUN_MODES), scope="module")
 
 
 @pytest.fixture(scope="module")
 def group():
     with ServerGroup(addresses=addresses(2)) as g:
         yield g
-
-
-def needs(mode: str) -> None:
-    if mode.startswith("dask"):
-        require("dask", "distributed")
 
 
 def ssh(group, host, command, known_hosts, stdin=None, policy="yes"):
@@ -78,13 +71,12 @@ READS_A_LINE = 'read x; echo "got=$x status=$?"'
 
 @EVERY_MODE
 @pytest.mark.parametrize("local_input", [None, b"local data\n"], ids=["devnull", "piped"])
-def test_without_send_input_the_command_reads_end_of_file_at_once(group, known, mode,
+def test_without_send_input_the_command_reads_end_of_file_at_once(group, known, mode_options,
                                                                    local_input):
     # Today's main sent no EOF: the command waited for input for ever.
-    needs(mode)
     reference = ssh(group, group.hosts[0], READS_A_LINE, known)  # ssh -n: nothing sent
     assert reference.returncode == 0 and reference.stdout == b"got= status=1\n"
-    result = pssh_run(group, known, *MODES[mode], "--", READS_A_LINE, stdin=local_input)
+    result = pssh_run(group, known, *mode_options, "--", READS_A_LINE, stdin=local_input)
     assert result.returncode == 0, result.stderr
     for host in group.hosts:
         assert lines_of(result.stdout, host) == reference.stdout.splitlines()
@@ -95,28 +87,26 @@ ECHOES_INPUT = 'cat; echo "[end]"; wc -c </dev/null'
 
 
 @EVERY_MODE
-def test_send_input_gives_every_host_the_same_input_then_end_of_file(group, known, mode):
-    needs(mode)
+def test_send_input_gives_every_host_the_same_input_then_end_of_file(group, known, mode_options):
     reference = ssh(group, group.hosts[0], ECHOES_INPUT, known, stdin=INPUT)
     assert reference.returncode == 0
     for flag in ("-I", "--send-input"):
-        result = pssh_run(group, known, *MODES[mode], flag, "--", ECHOES_INPUT, stdin=INPUT)
+        result = pssh_run(group, known, *mode_options, flag, "--", ECHOES_INPUT, stdin=INPUT)
         assert result.returncode == 0, result.stderr
         for host in group.hosts:
             assert lines_of(result.stdout, host) == reference.stdout.splitlines()
 
 
 @EVERY_MODE
-def test_megabytes_of_input_to_a_command_writing_output_meanwhile(group, known, mode,
+def test_megabytes_of_input_to_a_command_writing_output_meanwhile(group, known, mode_options,
                                                                    tmp_path):
     # cat writes back all it reads while more input comes: input and output must flow at
     # once (neither waits for the other), and none of either is lost.
-    needs(mode)
     data = b"".join(b"%07d %s\n" % (i, b"abcdefgh" * 8) for i in range(96 * 1024))  # 7 MB
     reference = ssh(group, group.hosts[0], "cat", known, stdin=data)
     assert reference.returncode == 0 and reference.stdout == data
     out = tmp_path / "out"
-    result = pssh_run(group, known, *MODES[mode], "-I", "--output-dir", str(out), "--", "cat",
+    result = pssh_run(group, known, *mode_options, "-I", "--output-dir", str(out), "--", "cat",
                       stdin=data, timeout=240)
     assert result.returncode == 0, result.stderr
     for host in group.hosts:
@@ -139,14 +129,13 @@ def pssh_stderr(result, mode) -> bytes:
 
 
 @EVERY_MODE
-def test_a_command_that_reads_part_of_its_input_ends_quietly(group, known, mode):
+def test_a_command_that_reads_part_of_its_input_ends_quietly(group, known, mode, mode_options):
     # head stops reading and exits; the rest of the input has nowhere to go. ssh says
     # nothing about it, and neither does pssh, whichever mode writes the input.
-    needs(mode)
     data = b"0123456789" * 400_000  # 4 MB: far more than the channel's window takes
     reference = ssh(group, group.hosts[0], "head -c 12; echo", known, stdin=data)
     assert reference.returncode == 0 and reference.stderr == b""
-    result = pssh_run(group, known, *MODES[mode], "-I", "--", "head -c 12; echo", stdin=data)
+    result = pssh_run(group, known, *mode_options, "-I", "--", "head -c 12; echo", stdin=data)
     assert result.returncode == 0, result.stderr
     for host in group.hosts:
         assert lines_of(result.stdout, host) == reference.stdout.splitlines()
@@ -156,15 +145,15 @@ def test_a_command_that_reads_part_of_its_input_ends_quietly(group, known, mode)
 BOTH_STREAMS = "echo out1; echo err1 >&2; echo out2; printf 'err2\\n' >&2; echo out3"
 
 
-@pytest.mark.parametrize("mode", ["one-process", "processes-2"])
-def test_stderr_lines_go_to_stderr_labelled_stdout_lines_to_stdout(group, known, mode,
+@pytest.mark.parametrize("mode", ["one-process", "processes-2"], scope="module")
+def test_stderr_lines_go_to_stderr_labelled_stdout_lines_to_stdout(group, known, mode_options,
                                                                    tmp_path):
     # Today's main printed both streams' lines on stdout.
     reference = ssh(group, group.hosts[0], BOTH_STREAMS, known)
     assert reference.returncode == 0
     assert reference.stdout.splitlines() == [b"out1", b"out2", b"out3"]
     assert reference.stderr.splitlines() == [b"err1", b"err2"]
-    result = pssh_run(group, known, *MODES[mode], "--", BOTH_STREAMS)
+    result = pssh_run(group, known, *mode_options, "--", BOTH_STREAMS)
     assert result.returncode == 0, result.stderr
     for host in group.hosts:
         assert lines_of(result.stdout, host) == reference.stdout.splitlines()
@@ -174,7 +163,7 @@ def test_stderr_lines_go_to_stderr_labelled_stdout_lines_to_stdout(group, known,
     assert len(result.stderr.splitlines()) == 2 * len(group.hosts)
     # --output-dir keeps them apart in files the same way.
     files = tmp_path / "files"
-    result = pssh_run(group, known, *MODES[mode], "--output-dir", str(files), "--",
+    result = pssh_run(group, known, *mode_options, "--output-dir", str(files), "--",
                       BOTH_STREAMS)
     assert result.returncode == 0, result.stderr
     for host in group.hosts:
@@ -188,9 +177,8 @@ def permanently_added(stderr: bytes, prefix: bytes):
 
 
 @EVERY_MODE
-def test_a_new_host_key_is_announced_once_per_host_in_ssh_s_words(group, tmp_path, mode):
+def test_a_new_host_key_is_announced_once_per_host_in_ssh_s_words(group, tmp_path, mode_options):
     # Today's main added the keys silently.
-    needs(mode)
     said_by_ssh = []
     for host in group.hosts:
         done = ssh(group, host, "true", tmp_path / "ssh_known_hosts", policy="accept-new")
@@ -198,10 +186,10 @@ def test_a_new_host_key_is_announced_once_per_host_in_ssh_s_words(group, tmp_pat
         said_by_ssh += permanently_added(done.stderr, b"Warning: ")
     assert len(said_by_ssh) == len(group.hosts)
     ours = tmp_path / "known_hosts"
-    first = pssh_run(group, ours, *MODES[mode], "--", "true", policy="accept-new")
+    first = pssh_run(group, ours, *mode_options, "--", "true", policy="accept-new")
     assert first.returncode == 0, first.stderr
     assert permanently_added(first.stderr, b"pssh: ") == sorted(said_by_ssh)
-    again = pssh_run(group, ours, *MODES[mode], "--", "true", policy="accept-new")
+    again = pssh_run(group, ours, *mode_options, "--", "true", policy="accept-new")
     assert again.returncode == 0, again.stderr
     assert b"Permanently added" not in again.stderr  # known now: nothing to say
     assert os.path.getsize(ours) > 0

@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks.servers import InfluxDB1
 from pssh.fanout.process import WORKER_MODULE
+from conftest import RUN_MODES
 from loopback import address, addresses
 from processes import children_running
 from pssh.sshd import ServerGroup
@@ -27,8 +28,9 @@ from test_poll_engine import HANG, wait_until
 LOAD = "load:loadavg=cat /proc/loadavg"
 REFUSED = address()  # nobody listens there
 # Every option gives the same result in every mode: one process, worker processes, Dask.
-MODES = pytest.mark.parametrize("mode", [[], ["--processes", "2"], ["--scheduler", "local:2"]],
-                                ids=["one-process", "processes-2", "dask-local-2"])
+# The Dask mode's cluster is the module's (conftest's mode_options);
+# test_scheduler_local_dask_workers_poll_every_host starts one of its own.
+MODES = pytest.mark.parametrize("mode", list(RUN_MODES), scope="module")
 # One number, after 1.5 s on 127.0.0.2 only (the server address of the SSH connection).
 SLOW_ON_2 = 'work=case "$SSH_CONNECTION" in *" 127.0.0.2 "*) sleep 1.5;; esac; echo 1'
 
@@ -359,10 +361,10 @@ def group():
 
 
 @MODES
-def test_a_check_that_never_parses_is_said_once_counted_and_exits_3(mode):
+def test_a_check_that_never_parses_is_said_once_counted_and_exits_3(mode_options):
     # /proc/loadavg is five words: the default parser wants one number, on every poll.
     done = pssh_poll("--embedded", "2", "--check", "load=cat /proc/loadavg", "--interval",
-                     "0.5s", "--duration", "3", "--output", "json", *mode, timeout=180)
+                     "0.5s", "--duration", "3", "--output", "json", *mode_options, timeout=180)
     assert done.returncode == 3, done.stderr
     results, health = json_lines(done.stdout)
     assert results and all(r["status"] == "failed" for r in results)
@@ -381,10 +383,10 @@ def test_a_check_that_never_parses_is_said_once_counted_and_exits_3(mode):
 
 @MODES
 def test_a_host_down_is_said_once_named_in_the_summary_and_the_exit_is_1(group, tmp_path,
-                                                                          mode):
+                                                                          mode_options):
     done = pssh_poll("-H", f"{group.hosts[0]} {REFUSED}", *conn(group, tmp_path),
                      "--check", "one=echo 1", "--check", "two=echo 2", "--interval", "0.5s",
-                     "--duration", "3", "--output", "json", *mode, timeout=180)
+                     "--duration", "3", "--output", "json", *mode_options, timeout=180)
     assert done.returncode == 1, done.stderr  # some polls succeeded, some did not
     results, health = json_lines(done.stdout)
     ok = [r for r in results if r["status"] == "ok"]
@@ -405,12 +407,12 @@ def test_a_host_down_is_said_once_named_in_the_summary_and_the_exit_is_1(group, 
 
 
 @MODES
-def test_upgrade_time_moves_a_host_back_up_after_fast_answers_for_that_long(tmp_path, mode):
+def test_upgrade_time_moves_a_host_back_up_after_fast_answers_for_that_long(tmp_path, mode_options):
     from pssh.poll import Buckets
     slow = tmp_path / "slow"
     slow.write_text("0.8\n")  # past 0.5 s, in time for 1.5 s
     run = start("--embedded", "2", "--check", f"work=sleep $(cat {slow}); echo 1",
-                "--buckets", "0.5s,1.5s", "--upgrade", "time:3s", "--output", "json", *mode)
+                "--buckets", "0.5s,1.5s", "--upgrade", "time:3s", "--output", "json", *mode_options)
     seen = []
     watchdog = threading.Timer(HANG, run.kill)  # a rule that never moves it: no hang
     watchdog.start()

@@ -15,7 +15,8 @@ from pssh.clients import ParallelSSHClient
 from pssh.fanout.process import WORKER_MODULE, worker_count
 from pssh.sshd import ServerGroup, free_port
 from loopback import address, addresses
-from processes import alive, children_running, processes_with
+from processes import (alive, children_running, communicate_or_show_stacks, processes_with,
+                       signal_state)
 from waiting import gone
 
 
@@ -142,8 +143,13 @@ def test_one_hundred_megabytes_through_a_worker_in_bounded_memory(group, tmp_pat
 
 
 CTRL_C_PROGRAM = textwrap.dedent("""
-    import sys
+    import faulthandler, signal, sys
+    from pssh import stacks
     from pssh.clients import ParallelSSHClient
+    # A hang says where: every greenlet's stack (pssh.stacks), and every thread's even
+    # when the interpreter never gets to run a Python handler (faulthandler).
+    stacks.install()
+    faulthandler.register(signal.SIGUSR1, all_threads=True, chain=True)
     hosts = sys.argv[1].split(",")
     client = ParallelSSHClient(hosts, port=int(sys.argv[2]), pkey=sys.argv[3],
                                known_hosts=sys.argv[4], allow_agent=False, identity_auth=False,
@@ -160,21 +166,26 @@ def test_ctrl_c_stops_the_workers_and_the_remote_commands(group, tmp_path):
     program = tmp_path / "program.py"
     program.write_text(CTRL_C_PROGRAM)
     sleeper = f"4321.{uuid.uuid4().int % 10**9}"  # this test's commands alone (sleep's argv)
-    proc = subprocess.Popen([sys.executable, str(program), ",".join(group.hosts),
-                             str(group.port), group.keys.private(),
-                             str(tmp_path / "known_hosts"), sleeper],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, env=dict(os.environ, PYTHONPATH=":".join(
-                                p for p in sys.path if p)))
-    try:
-        pids = [int(p) for p in proc.stdout.readline().split()]
-        assert len(pids) == 2 and len(commands_of(sleeper, proc.pid)) == 4
-        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
-        _, stderr = proc.communicate(timeout=30)
-    finally:
-        if proc.poll() is None:  # (a failure above: nothing of it is left running)
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    with subprocess.Popen([sys.executable, str(program), ",".join(group.hosts),
+                           str(group.port), group.keys.private(),
+                           str(tmp_path / "known_hosts"), sleeper],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True, env=dict(os.environ, PYTHONPATH=":".join(
+                              p for p in sys.path if p))) as proc:
+        try:
+            pids = [int(p) for p in proc.stdout.readline().split()]
+            assert len(pids) == 2 and len(commands_of(sleeper, proc.pid)) == 4
+            before = signal_state(proc.pid)
+            os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+            try:
+                _, stderr = communicate_or_show_stacks(proc, 30)
+            except AssertionError as hang:  # did SIGINT arrive? (seen once: it did not act)
+                raise AssertionError(f"program's signals before the SIGINT: {before}\n"
+                                     f"{hang}") from None
+        finally:
+            if proc.poll() is None:  # (a failure above: nothing of it is left running)
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
     assert "KeyboardInterrupt" in stderr
     assert gone(lambda: processes_with(sleeper) + [p for p in pids if alive(p)], 10,
                 "the remote commands and the workers ended") == []

@@ -37,7 +37,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Callable, Optional, Protocol, Tuple
 
 from pssh.core import errors as exc
-from pssh.core.channel_io import data_pending, read_available
+from pssh.core.channel_io import MAX_PER_CALL, data_pending, read_available
 from pssh.core.link import Link
 from pssh.core.deadlines import Limit, UNSET, deadline_after, remaining
 from pssh.core.waits import Procedure
@@ -183,12 +183,14 @@ class CommandStreams:
         left to close)."""
         return self._held_back[0] or self._held_back[1]
 
-    def read_some(self, stream: int, enough: bool = False, limited: bool = False) -> bool:
+    def read_some(self, stream: int, enough: bool = False, limited: bool = False,
+                  most: Optional[int] = MAX_PER_CALL) -> bool:
         """Move what libssh2 holds for ``stream`` into its buffer without waiting; True if
         anything came (with ``enough``, stop at the first chunk: see
         :func:`pssh.core.channel_io.read_available`). ``limited``: nobody is waiting for
         this stream now, so it is bounded by :data:`UNREAD_LIMIT` unread bytes: held
-        back there if someone reads it, its data beyond dropped if nobody does."""
+        back there if someone reads it, its data beyond dropped if nobody does.
+        ``most``: bytes moved at the most (None: all libssh2 holds)."""
         buffer = self.buffers[stream]
         if buffer.ended:
             return False
@@ -206,7 +208,7 @@ class CommandStreams:
                 stop = lambda: buffer.held() >= UNREAD_LIMIT  # noqa: E731
             else:
                 keep = self._keeper(stream)
-        progress, ended = read_available(self.channel, stream, keep, stop)
+        progress, ended = read_available(self.channel, stream, keep, stop, most)
         if ended:
             buffer.end()
         if progress:
@@ -248,10 +250,11 @@ class CommandStreams:
                 continue
             yield from self._wait_for_output(deadline)
         if buffer.ended:
-            # The other stream has usually ended too (one EOF covers the channel): then
-            # the exit status can be collected now. Nobody waits for it here either: it
-            # stays within the unread limit (this read went past it by up to a megabyte).
-            self.read_some(1 - stream, limited=True)
+            # The channel's end of file has come: what libssh2 still holds of the other
+            # stream is all there will be (a window at the most), so all of it is moved,
+            # kept or counted as dropped within the unread limit (nobody waits for it
+            # here either). Then the exit status can be collected.
+            self.read_some(1 - stream, limited=True, most=None)
         if self.at_eof and self.auto_finish:
             yield from self.finish()
 
