@@ -31,7 +31,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Callable, Iterable, Mapping, Optional, Sequence, Union
+from typing import (IO, Callable, Iterable, List, Mapping, NamedTuple, Optional, Sequence,
+                    Tuple, Union)
 
 log = logging.getLogger("pssh.sshd")
 
@@ -462,24 +463,55 @@ def _descendants(root: int) -> list:
     return found[::-1]
 
 
+class TcpSocket(NamedTuple):
+    """One TCP socket of the machine, as the kernel's table lists it."""
+
+    local: Tuple[str, int]
+    remote: Tuple[str, int]
+    #: The kernel's state number: :data:`ESTABLISHED`, :data:`LISTEN`, ...
+    state: int
+    #: Bytes written to it and not yet taken by the other end.
+    send_queue: int
+    #: What its descriptors point at in ``/proc/PID/fd``: ``socket:[inode]``.
+    target: str
+
+
+#: TCP states, as the kernel numbers them in its table.
+ESTABLISHED, LISTEN = 0x01, 0x0A
+
+
+def _end(text: str, family: int) -> Tuple[str, int]:
+    """``ADDRESS:PORT`` of the kernel's table: the address as 32-bit words of hex digits,
+    each in the machine's (little-endian) byte order; the port in hex."""
+    address, port = text.split(":")
+    packed = b"".join(bytes.fromhex(address[i:i + 8])[::-1] for i in range(0, len(address), 8))
+    return socket.inet_ntop(family, packed), int(port, 16)
+
+
+def tcp_sockets(ipv6: bool = False) -> List[TcpSocket]:
+    """The machine's TCP sockets (IPv4, or IPv6), from ``/proc/net/tcp`` (``tcp6``);
+    OSError where there is no such table."""
+    family = socket.AF_INET6 if ipv6 else socket.AF_INET
+    with open("/proc/net/tcp6" if ipv6 else "/proc/net/tcp") as fh:
+        rows = [line.split() for line in fh.readlines()[1:]]
+    return [TcpSocket(_end(row[1], family), _end(row[2], family), int(row[3], 16),
+                      int(row[4].split(":")[0], 16), f"socket:[{row[9]}]") for row in rows]
+
+
 def _listening(pid: int, address: str, port: int) -> bool:
     """Whether process ``pid`` holds a TCP socket listening on ``address``:``port``
-    (from /proc/net/tcp or tcp6 and the process's descriptors)."""
+    (from the kernel's TCP table and the process's descriptors)."""
     ip = socket.gethostbyname(address) if ":" not in address else address
-    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
-    packed = socket.inet_pton(family, ip)
-    # The kernel prints the address as 32-bit words in host (little-endian) order.
-    words = "".join(packed[i:i + 4][::-1].hex().upper() for i in range(0, len(packed), 4))
-    local = f"{words}:{port:04X}"
-    table = "/proc/net/tcp6" if family == socket.AF_INET6 else "/proc/net/tcp"
+    ipv6 = ":" in ip
+    if ipv6:  # as the table spells it
+        ip = socket.inet_ntop(socket.AF_INET6, socket.inet_pton(socket.AF_INET6, ip))
     try:
-        with open(table) as fh:
-            inodes = {f"socket:[{row[9]}]" for row in (line.split() for line in fh.readlines()[1:])
-                      if row[1] == local and row[3] == "0A"}  # 0A: LISTEN
-        if not inodes:
+        targets = {row.target for row in tcp_sockets(ipv6)
+                   if row.local == (ip, port) and row.state == LISTEN}
+        if not targets:
             return False
         fds = f"/proc/{pid}/fd"
-        return any(os.readlink(f"{fds}/{fd}") in inodes for fd in os.listdir(fds))
+        return any(os.readlink(f"{fds}/{fd}") in targets for fd in os.listdir(fds))
     except OSError:  # the process ended meanwhile: its exit says why
         return False
 

@@ -10,6 +10,8 @@ import platform
 import signal
 import socket
 
+from pssh.sshd import ESTABLISHED, tcp_sockets
+
 #: System call numbers (as /proc/PID/task/TID/syscall shows them) of the calls the tests
 #: look for: a write blocked on a full pipe, a wait on sockets.
 SYSCALLS = {
@@ -107,9 +109,7 @@ def descendants(root: int) -> dict:
 
 def tcp_owners(address: str, port: int) -> list:
     """Processes holding a TCP socket whose local end is ``address:port`` (IPv4)."""
-    local = "%08X:%04X" % (int.from_bytes(socket.inet_aton(address), "little"), port)
-    with open("/proc/net/tcp") as fh:
-        inodes = {line.split()[9] for line in fh.readlines()[1:] if line.split()[1] == local}
+    targets = {row.target for row in tcp_sockets() if row.local == (address, port)}
     owners = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -121,7 +121,7 @@ def tcp_owners(address: str, port: int) -> list:
                 target = os.readlink(f"/proc/{pid}/fd/{fd}")
             except OSError:
                 continue
-            if target.startswith("socket:[") and target[8:-1] in inodes:
+            if target in targets:
                 owners.append(int(pid))
                 break
     return owners
@@ -130,33 +130,25 @@ def tcp_owners(address: str, port: int) -> list:
 def tcp_unsent(sock: socket.socket) -> int:
     """Bytes the other end of ``sock`` (a TCP connection on this machine, IPv4) has
     written and not yet delivered into ``sock``: its socket's send queue."""
-    def end(address_port) -> str:
-        return "%08X:%04X" % (int.from_bytes(socket.inet_aton(address_port[0]), "little"),
-                              address_port[1])
-    theirs, ours = end(sock.getpeername()), end(sock.getsockname())
-    with open("/proc/net/tcp") as fh:
-        for row in (line.split() for line in fh.readlines()[1:]):
-            if row[1] == theirs and row[2] == ours:
-                return int(row[4].split(":")[0], 16)
-    raise LookupError(f"no TCP socket at {sock.getpeername()} connected to {sock.getsockname()}")
+    theirs, ours = sock.getpeername(), sock.getsockname()
+    for row in tcp_sockets():
+        if row.local == theirs and row.remote == ours:
+            return row.send_queue
+    raise LookupError(f"no TCP socket at {theirs} connected to {ours}")
 
 
 def tcp_peers(pid: int) -> list:
     """The processes at the other end of ``pid``'s TCP connections on this machine (an
     sshd session's: its client), ``pid`` itself left out."""
     try:
-        inodes = {os.readlink(f"/proc/{pid}/fd/{fd}")[8:-1] for fd in os.listdir(f"/proc/{pid}/fd")
-                  if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:[")}
-        with open("/proc/net/tcp") as fh:
-            rows = [line.split() for line in fh.readlines()[1:]]
+        targets = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
+        rows = tcp_sockets()
     except OSError:  # ended meanwhile
         return []
     peers = set()
     for row in rows:
-        if row[9] in inodes and row[3] == "01":  # established
-            address, port = row[2].split(":")
-            host = socket.inet_ntoa(int(address, 16).to_bytes(4, "little"))
-            peers.update(tcp_owners(host, int(port, 16)))
+        if row.target in targets and row.state == ESTABLISHED:
+            peers.update(tcp_owners(*row.remote))
     peers.discard(pid)
     return sorted(peers)
 
@@ -181,20 +173,13 @@ def described_socket(target: str) -> str:
     """``socket:[inode]`` with its TCP ends, where it is a TCP socket (IPv4)."""
     if not target.startswith("socket:["):
         return target
-    inode = target[8:-1]
     try:
-        with open("/proc/net/tcp") as fh:
-            rows = [line.split() for line in fh.readlines()[1:]]
+        rows = tcp_sockets()
     except OSError:
         return target
     for row in rows:
-        if row[9] == inode:
-            ends = []
-            for end in row[1:3]:
-                address, port = end.split(":")
-                ends.append(f"{socket.inet_ntoa(int(address, 16).to_bytes(4, 'little'))}:"
-                            f"{int(port, 16)}")
-            return f"{target} tcp {ends[0]} -> {ends[1]}"
+        if row.target == target:
+            return f"{target} tcp {row.local[0]}:{row.local[1]} -> {row.remote[0]}:{row.remote[1]}"
     return target
 
 

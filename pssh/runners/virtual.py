@@ -13,9 +13,14 @@ server lost after three 5 s intervals, a 30 s command deadline or a retry delay 
 few milliseconds of real time, whatever the machine's load: the outcome depends on
 what the server sent, not on how fast the test ran.
 
-``idle`` is the real quiet that counts as "everyone waits": long enough for a live
-local server to answer (a login is many round trips). A server that is stopped or
-sends nothing is what a virtual-time test is about; a busy one answers within it.
+``idle`` is the real quiet that counts as "everyone waits". Giving up is decided
+with more care: a loaded machine (a CPU burner beside the suite, a wheel build) can
+keep a live local sshd from answering a handshake step for longer than ``idle``, and
+a jump to the deadline of a wait on it would report a live server as silent. So a
+jump that makes a wait fail while some socket is watched happens after ``idle`` only
+if no task on the machine waited for a CPU, I/O or memory meanwhile (the kernel's
+pressure stall counters, ``/proc/pressure``), else after ``settle`` seconds of quiet
+(always, where the kernel has no such counters).
 """
 from __future__ import annotations
 
@@ -32,8 +37,31 @@ from pssh.core.waits import (Blocking, Connect, Procedure, Resolve, SessionIO, S
                              Spawn, Task, Wait, WaitFor)
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
 
-#: Real seconds of quiet after which the clock jumps to the next due time.
+#: Real seconds of quiet after which the clock jumps to the end of a sleep.
 IDLE = 0.2
+#: Real seconds of quiet after which the clock jumps to a deadline that fails a wait
+#: while a socket is watched, on a machine whose tasks wait for CPU or I/O: what a live
+#: sshd may take to answer there.
+SETTLE = 3.0
+#: The kernel's cumulative stall times (µs during which some task waited).
+PRESSURE_FILES = ("/proc/pressure/cpu", "/proc/pressure/io", "/proc/pressure/memory")
+#: Stalls up to this share of a quiet spell are noise: no task was kept waiting.
+STALL_SHARE = 0.05
+
+
+def stalled_microseconds() -> Optional[int]:
+    """Microseconds during which some task waited for a CPU, for I/O or for memory,
+    since boot (the sum of the files' ``some total=``); None where the kernel does not
+    say."""
+    total = 0
+    for path in PRESSURE_FILES:
+        try:
+            with open(path) as counters:
+                first = counters.readline()
+        except OSError:
+            return None
+        total += int(first.rsplit("total=", 1)[1])
+    return total
 
 
 class Cancelled(BaseException):
@@ -115,8 +143,10 @@ class _LinkWaiters:
 class VirtualRunner:
     """Drives core procedures on a :class:`VirtualClock` (see the module's text)."""
 
-    def __init__(self, idle: float = IDLE, clock: Optional[VirtualClock] = None) -> None:
+    def __init__(self, idle: float = IDLE, clock: Optional[VirtualClock] = None,
+                 settle: float = SETTLE) -> None:
         self.idle = idle
+        self.settle = max(settle, idle)
         self.clock = clock or VirtualClock()
         self._ready: Deque[Tuple[_Running, Any, Optional[BaseException]]] = deque()
         self._timers: List[Tuple[float, int, _Waiter]] = []
@@ -163,14 +193,16 @@ class VirtualRunner:
     # -- the loop --------------------------------------------------------------------------
 
     def _wait(self) -> None:
-        """Wait for a socket for real, up to ``idle``; if nothing came, jump the clock to
-        the next due time and answer what is due."""
+        """Wait for a socket for real, up to ``idle`` (``settle`` before a give-up); if
+        nothing came, jump the clock to the next due time and answer what is due."""
         due = self._timers[0][0] if self._timers else None
         if due is not None and due <= self.clock.now():
-            quiet = 0.0
+            events = self._selector.select(0) if self._by_fd else []
+        elif due is not None and not self._timers[0][2].on_time and self._by_fd:
+            events = self._quiet_before_giving_up()
         else:
-            quiet = self.idle
-        events = self._selector.select(quiet) if self._by_fd else self._no_sockets(quiet)
+            events = self._selector.select(self.idle) if self._by_fd \
+                else self._no_sockets(self.idle)
         for key, mask in events:
             for waiter in tuple(self._by_fd.get(key.fd, ())):
                 if waiter.events & mask:
@@ -180,6 +212,21 @@ class VirtualRunner:
             while self._timers and self._timers[0][0] <= self.clock.now():
                 _, _, waiter = heapq.heappop(self._timers)
                 self._resume(waiter, waiter.on_time)
+
+    def _quiet_before_giving_up(self) -> list:
+        """Wait for a socket for ``idle`` real seconds, and on up to ``settle`` while the
+        machine's tasks were kept waiting meanwhile (a live server may be one of them)."""
+        waited = 0.0
+        while True:
+            before = stalled_microseconds()
+            events = self._selector.select(self.idle)
+            waited += self.idle
+            if events or waited >= self.settle:
+                return events
+            after = stalled_microseconds()
+            if before is not None and after is not None \
+                    and after - before <= STALL_SHARE * self.idle * 1e6:
+                return events
 
     def _no_sockets(self, quiet: float) -> list:
         """No socket to wait for: nothing real can happen, only the clock can move (and
@@ -330,4 +377,4 @@ class VirtualRunner:
         self._ready.append((waiter.task, answer, None))
 
 
-__all__ = ["Cancelled", "IDLE", "VirtualClock", "VirtualRunner"]
+__all__ = ["Cancelled", "IDLE", "SETTLE", "VirtualClock", "VirtualRunner"]

@@ -132,6 +132,11 @@ class Pump:
         status_sent = False
         try:
             while True:
+                # Cleared before the state is looked at, never just before the wait: the
+                # steps below may wait themselves (finish() waits for the channel's close),
+                # and a grant that comes meanwhile must still end the wait below. Cleared
+                # there, it was lost, and the pump waited with credit and output in hand.
+                self._more.clear()
                 progress = False  # data sent or a stream's end noted: look again before waiting
                 for stream, buffer in enumerate(buffers):
                     allowance = MESSAGE_SIZE if self.unlimited \
@@ -169,7 +174,6 @@ class Pump:
                 wanted = [s for s in (0, 1) if (self.credit[s] > 0 or self.unlimited)
                           and not buffers[s].eof.is_set()]
                 if not wanted:
-                    self._more.clear()
                     self._more.wait()
                 else:
                     # Within the bound, unless told to send everything (a join): a stream
