@@ -15,7 +15,7 @@ import pytest
 from extras import needs
 from loopback import addresses
 from pssh.sshd import ServerGroup
-from processes import in_session, pgrep
+from processes import in_session, pgrep, signal_each
 from test_cli import ENV, on_terminal
 from trickle import TrickleProxy
 from waiting import eventually, gone
@@ -46,12 +46,13 @@ class Pssh:
     """``pssh`` started as a script or supervisor starts it: no terminal (input from
     /dev/null, a session of its own), output to files."""
 
-    def __init__(self, args, tmp_path) -> None:
+    def __init__(self, args, tmp_path, preexec_fn=None) -> None:
         self.out, self.err = tmp_path / "stdout", tmp_path / "stderr"
         with open(self.out, "w") as out, open(self.err, "w") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "pssh", *args],
                                          stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                         start_new_session=True, env=ENV)
+                                         start_new_session=True, env=ENV,
+                                         preexec_fn=preexec_fn)
         self.pid = self.proc.pid
 
     def started(self, condition, what: str) -> None:
@@ -107,6 +108,49 @@ def test_one_signal_without_a_terminal_stops_the_run(group, tmp_path, mode, sign
     assert f"pssh: {cause}: stopping the command on {len(group.hosts)} host(s)" in stderr
     assert "Ctrl-C again" not in stderr  # nobody there to press it
     assert "never" not in pssh.out.read_text()
+
+
+def sigint_ignored() -> None:
+    """In the child, before exec: SIGINT ignored, as sh without job control starts a
+    background job (``sh -c 'cmd &'``, ``nohup``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def test_a_sigint_ignored_at_the_start_stays_ignored_as_ssh_keeps_it(group, tmp_path):
+    """ssh and pssh, each started with SIGINT ignored, each get a SIGINT and then a
+    SIGTERM: both keep the SIGINT ignored, and end on the SIGTERM. (A SIGINT taken would
+    be answered first: it comes first, and the lower number of two pending.)"""
+    mine, its = (f"sleep 300.{uuid.uuid4().int % 10**9}" for _ in range(2))
+    host = group.hosts[0]
+    theirs = subprocess.Popen(
+        ["ssh", "-F", "none", "-o", f"UserKnownHostsFile={group.known_hosts_file()}",
+         "-o", "GlobalKnownHostsFile=/dev/null", "-o", "BatchMode=yes",
+         "-o", "IdentitiesOnly=yes", "-o", "LogLevel=VERBOSE",  # says which signal ended it
+         "-i", group.keys.private(), "-p", str(group.port), host, f"echo started; {its}"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        start_new_session=True, preexec_fn=sigint_ignored)
+    ours = Pssh(["run", "-H", host, *conn(group, tmp_path), "--", f"echo started; {mine}"],
+                tmp_path, preexec_fn=sigint_ignored)
+    try:
+        ours.started(lambda: (sleeping(mine) and sleeping(its)) or theirs.poll() is not None,
+                     "the command running through ssh and through pssh")
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            theirs.send_signal(signum)
+            ours.signal(signum, whole_group=False)
+        _, their_stderr = theirs.communicate(timeout=HANG)
+        assert ours.wait() == EXIT[signal.SIGTERM], ours.stderr()
+    finally:
+        ours.kill()
+        if theirs.poll() is None:
+            os.killpg(theirs.pid, signal.SIGKILL)
+            theirs.communicate()
+        # ssh leaves its remote command running (no pty to hang up).
+        signal_each(pgrep(its), signal.SIGKILL)
+    assert b"Killed by signal 15." in their_stderr, their_stderr   # ssh's SIGTERM, not 2
+    stderr = ours.stderr()
+    assert "pssh: terminated: stopping the command on 1 host(s)" in stderr, stderr
+    assert "interrupted" not in stderr
+    assert described(gone(lambda: pgrep(mine))) == []
 
 
 @pytest.fixture

@@ -113,6 +113,27 @@ def test_two_commands_on_one_connection_at_once(client):
     assert readers[1].value == [f"b{i}" for i in range(1, 3001)]
 
 
+def test_a_wake_between_a_call_and_its_wait_is_kept(group):
+    """A call queues its procedure for the engine's next turn; a wake of the link that
+    comes before that turn (a sharded worker's pump told of new credit, say) was meant
+    for the call's wait, which then ends at once. Lost, the call waited on a command that
+    sends nothing (and the pump with it, for ever: no keepalive here to wake it)."""
+    client = SSHClient(group.hosts[0], runner="native", **settings(group, keepalive_seconds=0))
+    output = client.run_command("sleep 1000", cancellable=True)
+    reader = output.buffers.stdout.reader
+    try:
+        # Spawned in this order, both run before the hub's next poll, so before the turn.
+        waiting = gevent.spawn(reader.read_or_wait)
+        gevent.spawn(reader.wake)
+        waiting.join(timeout=60)
+        assert waiting.dead, "the wake was lost: the call still waits"
+        assert waiting.successful(), waiting.exception
+        assert not output.buffers.stdout.rw_buffer.has_data()
+    finally:
+        client.cancel(output, timeout=10)
+        client.close()
+
+
 def test_transfers_both_ways(client, tmp_path):
     """SFTP and SCP: their per-file steps are the client's own methods (which programs
     may replace), called in greenlets of their own while the engine drives the rest."""

@@ -2,7 +2,8 @@
 that declare a stopped server lost, a command's deadline, handshake retries and their
 delays. Each is the same core procedure the gevent and asyncio runners drive, against a
 real sshd or a real socket; only the clock is virtual, so each case takes a fraction of
-a second whatever the machine's load, and its times are exact."""
+a second (a few seconds on a loaded machine, where giving up waits for the machine's
+stalls: pssh.runners.virtual), and its times are exact whatever the load."""
 import signal
 import socket
 import time

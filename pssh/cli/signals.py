@@ -13,6 +13,10 @@ systemd or another supervisor; a terminal's background job, ``kill`` from
 elsewhere), nobody can press Ctrl-C twice: one SIGINT stops the run as the
 second Ctrl-C does. SIGTERM always stops the run at once. A signal that comes
 while the run is stopping exits at once.
+
+A signal ignored when pssh starts stays ignored, as ssh keeps it: a shell without
+job control (``sh -c 'pssh ... &'``, ``nohup``) starts its background jobs with
+SIGINT ignored, so that a Ctrl-C meant for the script leaves them running.
 """
 from __future__ import annotations
 
@@ -61,7 +65,8 @@ class RunSignals:
 
     def __enter__(self: _Self) -> _Self:
         self._handlers = [gevent.signal_handler(signum, self._signalled, signum)
-                          for signum in EXIT_CODES]
+                          for signum in EXIT_CODES
+                          if signal.getsignal(signum) is not signal.SIG_IGN]
         return self
 
     def __exit__(self, *exc_info) -> None:

@@ -48,6 +48,13 @@ class Link:
     request as a whole unless a call gives its own (``None``: no limit).
     """
 
+    #: Wakes so far, over every link (:meth:`wake`); a link's :attr:`woken` is the count
+    #: at its last. A runner that queues a procedure before the procedure reaches its
+    #: wait (the native one) notes the count when it queues it: a wake of the link that
+    #: comes in between was meant for that wait, which then ends at once. Without the
+    #: count the wake found no waiter and was lost.
+    wakes = 0
+
     def __init__(self, sock: Optional[socket.socket], session: Optional[Session], host: str,
                  port: int, timeout: Optional[float] = None) -> None:
         # None for a client that is not connected, and the session once closed: the
@@ -81,6 +88,8 @@ class Link:
         #: go on (``off``): then no secret is sent and the agent is not forwarded.
         self.host_key_verified = True
         self._received_seen = -1
+        #: :attr:`wakes` at this link's last :meth:`wake` (0: none yet).
+        self.woken = 0
 
     @property
     def live_session(self) -> Session:
@@ -132,6 +141,8 @@ class Link:
 
     def wake(self) -> None:
         """Tell the procedures waiting on this link to try again (after progress)."""
+        Link.wakes += 1
+        self.woken = Link.wakes
         for waker in tuple(self.wakers.values()):
             waker.wake()
 

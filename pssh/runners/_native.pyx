@@ -29,6 +29,7 @@ import weakref
 from collections import deque
 
 from pssh.core import clock as _clock
+from pssh.core.link import Link as _Link
 from pssh.core.waits import (Blocking, Connect, Resolve, SessionIO, Sleep, SocketIO, Spawn,
                              Task, WaitFor)
 from ssh2.session import LIBSSH2_SESSION_BLOCK_INBOUND, LIBSSH2_SESSION_BLOCK_OUTBOUND
@@ -91,6 +92,7 @@ cdef class Run:
     cdef bint on_time            # the answer at its deadline (True: a sleep ended)
     cdef public bint ended
     cdef object delegate         # who answers Resolve and Connect (None: the engine's)
+    cdef object seen             # Link.wakes when it was last queued to step
 
     def __cinit__(self, procedure, task=None, done=None, delegate=None):
         self.send = procedure.send
@@ -99,6 +101,7 @@ cdef class Run:
         self.done = done
         self.delegate = delegate
         self.fd = -1
+        self.seen = _Link.wakes
 
 
 cdef class Watch:
@@ -340,6 +343,12 @@ cdef class Engine:
         cdef uint32_t events
         if kind is SessionIO:
             link = request.link
+            if link.woken > run.seen:
+                # Woken after this run was queued, before it came to wait here: the wake
+                # was for this wait (its caller's state changed), so it ends at once.
+                run.seen = _Link.wakes
+                self.ready.append((run, True, None))
+                return
             # (Link.waker_for, inline: one engine per thread, so one of ours per link)
             waiters = link.wakers.get(LinkWaiters)
             if waiters is None:
@@ -501,6 +510,7 @@ cdef class Engine:
         if connecting is not None:
             run.unsubscribe = None
         self._forget(run)
+        run.seen = _Link.wakes
         if connecting is None:
             self.ready.append((run, answer, None))
         else:
