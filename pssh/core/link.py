@@ -16,6 +16,7 @@ link (:meth:`Link.wake`, which the runner carries out).
 """
 from __future__ import annotations
 
+import itertools
 import logging
 from time import monotonic
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Type, TypeVar
@@ -39,6 +40,8 @@ W = TypeVar("W")
 #: Seconds a procedure may keep working without giving its loop a turn (:meth:`Link.turn`):
 #: a server that always has more to send must not stop timers, signals and other hosts.
 TURN_SLICE = 0.02
+#: Numbers of wakes (see Link.wakes).
+_wake_numbers = itertools.count(1)
 
 
 class Link:
@@ -48,11 +51,11 @@ class Link:
     request as a whole unless a call gives its own (``None``: no limit).
     """
 
-    #: Wakes so far, over every link (:meth:`wake`); a link's :attr:`woken` is the count
-    #: at its last. A runner that queues a procedure before the procedure reaches its
-    #: wait (the native one) notes the count when it queues it: a wake of the link that
-    #: comes in between was meant for that wait, which then ends at once. Without the
-    #: count the wake found no waiter and was lost.
+    #: The number of the latest wake of any link (:meth:`wake`); a link's :attr:`woken`
+    #: is the number of its own latest. A runner that queues a procedure before the
+    #: procedure reaches its wait (the native one) notes this when it queues it: a wake
+    #: of the link that comes in between has a higher number, was meant for that wait,
+    #: and ends it at once. Without the numbers the wake found no waiter and was lost.
     wakes = 0
 
     def __init__(self, sock: Optional[socket.socket], session: Optional[Session], host: str,
@@ -141,8 +144,11 @@ class Link:
 
     def wake(self) -> None:
         """Tell the procedures waiting on this link to try again (after progress)."""
-        Link.wakes += 1
-        self.woken = Link.wakes
+        # Numbered by a counter, not by "wakes + 1": next() is atomic, so no two wakes
+        # share a number whatever threads the engines run in. (Link.wakes itself may lag
+        # after a race between threads: a run that noted the lower number only ends one
+        # wait more at once than it had to.)
+        Link.wakes = self.woken = next(_wake_numbers)
         for waker in tuple(self.wakers.values()):
             waker.wake()
 
