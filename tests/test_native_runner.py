@@ -14,6 +14,7 @@ import textwrap
 
 import gevent
 import pytest
+from gevent.event import Event
 
 from loopback import addresses
 from pssh import exceptions as exc
@@ -113,23 +114,60 @@ def test_two_commands_on_one_connection_at_once(client):
     assert readers[1].value == [f"b{i}" for i in range(1, 3001)]
 
 
-def test_a_wake_between_a_call_and_its_wait_is_kept(group):
-    """A call queues its procedure for the engine's next turn; a wake of the link that
-    comes before that turn (a sharded worker's pump told of new credit, say) was meant
-    for the call's wait, which then ends at once. Lost, the call waited on a command that
-    sends nothing (and the pump with it, for ever: no keepalive here to wake it)."""
+@pytest.mark.parametrize("when", ["queued", "waiting"])
+def test_a_wake_from_another_greenlet_ends_the_wait(group, when):
+    """A wake of a link from a greenlet of the program (a sharded worker's pump told of
+    new credit, say) ends the wait of a call on that link, whether the call's procedure
+    is still queued for the engine's next turn ("queued") or already waits on the socket
+    ("waiting"). Lost, the call waited on a command that sends nothing, for ever (no
+    keepalive here to wake it)."""
     client = SSHClient(group.hosts[0], runner="native", **settings(group, keepalive_seconds=0))
     output = client.run_command("sleep 1000", cancellable=True)
     reader = output.buffers.stdout.reader
+    returned = Event()
+
+    def reading():  # each call waits once: for the socket, or for a wake
+        while True:
+            reader.read_or_wait()
+            returned.set()
+    waiting = gevent.spawn(reading)
     try:
-        # Spawned in this order, both run before the hub's next poll, so before the turn.
-        waiting = gevent.spawn(reader.read_or_wait)
+        if when == "waiting":
+            # The loop has nothing left to do: the engine has turned and the call waits on
+            # the socket (what the server sent after the command's start is read by now).
+            gevent.idle()
+        returned.clear()
+        # Spawned after the reader: in the "queued" case it runs before the hub's next
+        # poll, so before the engine's turn steps the call to its wait.
         gevent.spawn(reader.wake)
-        waiting.join(timeout=60)
-        assert waiting.dead, "the wake was lost: the call still waits"
-        assert waiting.successful(), waiting.exception
+        gevent.idle()   # the loop has done all the wake led to, and has nothing left to do
+        assert returned.is_set(), "the wake was lost: the call still waits"
         assert not output.buffers.stdout.rw_buffer.has_data()
     finally:
+        waiting.kill()
+        client.cancel(output, timeout=10)
+        client.close()
+
+
+def test_a_kill_after_the_wait_was_answered_still_ends_the_caller(group):
+    """A greenlet killed after its call's wait was answered (a wake) but before the
+    engine stepped the call on: the kill ends the greenlet. It used to be queued behind
+    the answer, which ended the call: the kill was lost and the greenlet went on."""
+    client = SSHClient(group.hosts[0], runner="native", **settings(group, keepalive_seconds=0))
+    output = client.run_command("sleep 1000", cancellable=True)
+    reader = output.buffers.stdout.reader
+
+    def reading():
+        while True:
+            reader.read_or_wait()
+    waiting = gevent.spawn(reading)
+    try:
+        gevent.idle()   # the call waits on the socket
+        reader.wake()   # from this greenlet: the wait is answered, its step queued
+        waiting.kill(timeout=60)   # thrown in before the engine's next turn
+        assert waiting.dead, "the kill was lost: the greenlet called again"
+    finally:
+        waiting.kill(block=False)
         client.cancel(output, timeout=10)
         client.close()
 

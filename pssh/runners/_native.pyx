@@ -93,6 +93,7 @@ cdef class Run:
     cdef public bint ended
     cdef object delegate         # who answers Resolve and Connect (None: the engine's)
     cdef object seen             # Link.wakes when it was last queued to step
+    cdef object thrown           # an error for its next step, in place of its answer
 
     def __cinit__(self, procedure, task=None, done=None, delegate=None):
         self.send = procedure.send
@@ -129,8 +130,15 @@ cdef class LinkWaiters:
 
     def wake(self):
         cdef Run run
+        if not self.runs:
+            return
         for run in tuple(self.runs):
             self.engine._resume(run, run.token, True)
+        if not self.engine.turning:
+            # From a greenlet outside the engine's turn (a sharded worker's pump told of
+            # new credit, a close): nothing else turns the engine for these runs, and a
+            # silent server would leave them ready and unstepped for ever.
+            self.engine._kick()
 
     def close(self):
         self.wake()
@@ -157,6 +165,7 @@ cdef class Engine:
     cdef uint64_t tokens, seq
     cdef object delegate, kick, adopt
     cdef readonly int running
+    cdef bint turning             # in turn(): what becomes ready is stepped in it
     cdef epoll_event events[BATCH]
 
     def __cinit__(self):
@@ -195,6 +204,13 @@ cdef class Engine:
         """Deliver ``error`` into ``run`` at its current wait (its ``finally`` blocks run);
         nothing if it has ended."""
         if run.ended:
+            return
+        if run.token == 0:
+            # Already queued to step (answered, not yet stepped): the error goes in at
+            # that step, in place of the answer. A second entry would come too late if
+            # the answer ends the procedure, and the caller's kill or Timeout was lost.
+            run.thrown = error
+            self._kick()
             return
         self._forget(run)
         self.ready.append((run, None, error))
@@ -242,17 +258,21 @@ cdef class Engine:
         asked for during a turn, a procedure giving the loop a turn, is answered in the
         next one: after the host's loop has had its own.)"""
         began = _clock.now()
-        self._step_ready()
         cdef int ms
-        if self.ready:
-            ms = 0
-        elif timeout is None:
-            ms = -1
-        else:
-            ms = <int>(timeout * 1000.0 + 0.999)
-        self._poll(ms)
-        self._expire(began if ms == 0 else _clock.now())
-        self._step_ready()
+        self.turning = True
+        try:
+            self._step_ready()
+            if self.ready:
+                ms = 0
+            elif timeout is None:
+                ms = -1
+            else:
+                ms = <int>(timeout * 1000.0 + 0.999)
+            self._poll(ms)
+            self._expire(began if ms == 0 else _clock.now())
+            self._step_ready()
+        finally:
+            self.turning = False
 
     cdef _step_ready(self):
         ready = self.ready
@@ -306,6 +326,8 @@ cdef class Engine:
     cdef _step(self, Run run, value, error):
         if run.ended:
             return
+        if run.thrown is not None:
+            value, error, run.thrown = None, run.thrown, None
         try:
             if error is not None:
                 request = run.throw(error)

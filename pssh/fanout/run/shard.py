@@ -278,6 +278,12 @@ class Worker:
         try:
             with self.slots:  # pool_size calls at a time, as the client's pool would allow
                 self._call_now(call_id, host_index, method, args, kwargs)
+        except gevent.GreenletExit:
+            # Stopped while it waited for a slot (_call_now answers for itself once it
+            # runs): the parent waits for an answer all the same.
+            if self.calls.pop(call_id, None) is not None:
+                self.link.send(("failed", call_id, self._stopped_error()))
+            raise
         finally:
             self.calls.pop(call_id, None)
 
