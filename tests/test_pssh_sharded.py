@@ -1,6 +1,7 @@
 """ParallelSSHClient(processes=N): hosts sharded over worker processes, against real sshd."""
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -9,6 +10,7 @@ import uuid
 
 import gevent
 import pytest
+from gevent.socket import wait_read
 
 from pssh import exceptions as exc
 from pssh.clients import ParallelSSHClient
@@ -119,6 +121,40 @@ def test_a_killed_worker_fails_only_its_hosts(group, tmp_path):
     assert [list(o.stdout) for o in output] == [["again"]] * 4
     assert victim.pid not in worker_pids(client)
     client.close()
+
+
+def test_a_sigterm_to_a_worker_answers_the_calls_waiting_for_its_pool(group, tmp_path):
+    """A worker with a pool of one and two hosts that accept connections and never speak:
+    one's call holds the slot (its handshake waits), the other's waits for the slot. A
+    SIGTERM to that worker alone stops both, and both are answered with the worker's
+    "told to stop" error. The waiting call used to get no answer, and its caller waited
+    for ever."""
+    silent = [socket.socket(), socket.socket()]
+    for listener in silent:
+        listener.bind((address(), group.port))
+        listener.listen(16)
+    hosts = [silent[0].getsockname()[0], group.hosts[0],
+             silent[1].getsockname()[0], group.hosts[1]]
+    client = sharded(group, tmp_path, hosts=hosts, processes=2, pool_size=1, num_retries=1,
+                     connect_timeout=600)
+    try:
+        victim = next(worker for worker in client.workers if 0 in worker.hosts)
+        assert set(victim.hosts) == {0, 2}
+        calls = [gevent.spawn(client.run_host_command, i, "echo done") for i in (0, 2)]
+        # One call is in a silent handshake, so the other one waits for the slot ...
+        gevent.wait([gevent.spawn(wait_read, s.fileno()) for s in silent], count=1, timeout=60)
+        # ... once the worker has read both (it answers in the order it reads: a cancel of
+        # a command it does not run is answered at once).
+        assert victim.request("cancel", -1, "TERM", 1) is False
+        os.kill(victim.pid, signal.SIGTERM)
+        gevent.joinall(calls, timeout=60)
+        assert all(call.dead for call in calls), "a call got no answer: its caller waits"
+        for call in calls:
+            assert "told to stop" in str(call.exception), call.exception
+    finally:
+        client.close()
+        for listener in silent:
+            listener.close()
 
 
 def test_one_hundred_megabytes_through_a_worker_in_bounded_memory(group, tmp_path):
