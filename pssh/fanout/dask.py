@@ -25,12 +25,13 @@ every task running there to stop its work.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import pickle
 import threading
 import time
 import uuid
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import gevent
 
@@ -64,6 +65,22 @@ def terminated() -> bool:
 
 def pickled(message: tuple) -> bytes:
     return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@contextlib.contextmanager
+def _quiet(name: str) -> Iterator[None]:
+    """Logger ``name`` says only errors meanwhile, unless asked for more (its level below
+    WARNING: ``-v``). For the close of a local cluster pssh started: on a loaded machine
+    its nannies warn that a worker process took over 4 s to exit and was killed, which is
+    nothing to a user who never saw those processes."""
+    logger = logging.getLogger(name)
+    level = logger.level
+    if logger.getEffectiveLevel() >= logging.WARNING:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def connect_cluster(scheduler) -> Tuple[Any, Any]:
@@ -379,7 +396,8 @@ class DaskGroup:
             if self._own_client:
                 self.threads.apply(self.client.close)
             if self.cluster is not None:
-                self.threads.apply(self.cluster.close)
+                with _quiet("distributed.nanny"):
+                    self.threads.apply(self.cluster.close)
         except Exception as err:
             log.warning("closing the Dask client: %s", err)
 

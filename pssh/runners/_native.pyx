@@ -92,8 +92,9 @@ cdef class Run:
     cdef bint on_time            # the answer at its deadline (True: a sleep ended)
     cdef public bint ended
     cdef object delegate         # who answers Resolve and Connect (None: the engine's)
-    cdef object seen             # Link.wakes when it was last queued to step
-    cdef object thrown           # an error for its next step, in place of its answer
+    cdef object seen             # Link.wakes when it was last queued (started, resumed)
+    cdef bint fresh              # no SessionIO handled since then
+    cdef object thrown           # its caller's error, for the wait after its queued step
 
     def __cinit__(self, procedure, task=None, done=None, delegate=None):
         self.send = procedure.send
@@ -103,6 +104,7 @@ cdef class Run:
         self.delegate = delegate
         self.fd = -1
         self.seen = _Link.wakes
+        self.fresh = True
 
 
 cdef class Watch:
@@ -207,8 +209,9 @@ cdef class Engine:
             return
         if run.token == 0:
             # Already queued to step (answered, not yet stepped): the error goes in at
-            # that step, in place of the answer. A second entry would come too late if
-            # the answer ends the procedure, and the caller's kill or Timeout was lost.
+            # the wait after that step, or ends the procedure if that step does (see
+            # _step, _end). A second entry behind the answer came too late when the answer
+            # ended the procedure: the caller's kill or Timeout was lost.
             run.thrown = error
             self._kick()
             return
@@ -326,8 +329,6 @@ cdef class Engine:
     cdef _step(self, Run run, value, error):
         if run.ended:
             return
-        if run.thrown is not None:
-            value, error, run.thrown = None, run.thrown, None
         try:
             if error is not None:
                 request = run.throw(error)
@@ -339,12 +340,25 @@ cdef class Engine:
         except BaseException as err:
             self._end(run, None, err)
             return
+        if run.thrown is not None:
+            # Its caller's kill or Timeout came while this step was queued: it goes in at
+            # this wait, after the answer the step was queued with (a task, a socket: the
+            # procedure has it, and its clean-up sees to it).
+            thrown, run.thrown = run.thrown, None
+            self.ready.append((run, None, thrown))
+            return
         try:
             self._handle(run, request)
         except BaseException as err:  # into the procedure, which decides
             self.ready.append((run, None, err))
 
     cdef _end(self, Run run, result, error):
+        if run.thrown is not None:
+            # Ended by the answer its step was queued with: the caller's kill or Timeout
+            # that came meanwhile still stands.
+            if error is None:
+                result, error = None, run.thrown
+            run.thrown = None
         run.ended = True
         run.token = 0
         self.running -= 1
@@ -365,12 +379,16 @@ cdef class Engine:
         cdef uint32_t events
         if kind is SessionIO:
             link = request.link
-            if link.woken > run.seen:
-                # Woken after this run was queued, before it came to wait here: the wake
-                # was for this wait (its caller's state changed), so it ends at once.
-                run.seen = _Link.wakes
-                self.ready.append((run, True, None))
-                return
+            if run.fresh:
+                run.fresh = False
+                if link.woken > run.seen:
+                    # Woken since this run was queued (started, or resumed) and before it
+                    # came to wait here: the wake may have been for this wait (its caller's
+                    # state changed), so it ends at once. Only the first wait after each
+                    # queueing: a procedure that wakes its link after each read (its own
+                    # wake) must still park, so that the loop polls between its reads.
+                    self.ready.append((run, True, None))
+                    return
             # (Link.waker_for, inline: one engine per thread, so one of ours per link)
             waiters = link.wakers.get(LinkWaiters)
             if waiters is None:
@@ -533,6 +551,7 @@ cdef class Engine:
             run.unsubscribe = None
         self._forget(run)
         run.seen = _Link.wakes
+        run.fresh = True
         if connecting is None:
             self.ready.append((run, answer, None))
         else:
