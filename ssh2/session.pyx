@@ -14,8 +14,8 @@ from ssh2.session cimport (SessionHook, lock, unlock, ChildFactory, MODULE_CHANN
                            MODULE_SFTP, MODULE_LISTENER, MODULE_PUBLICKEY, MODULE_KNOWNHOST,
                            MODULE_AGENT, MODULE_COUNT)
 from ssh2.fileinfo cimport PyFileInfo
-from ssh2.utils cimport to_bytes, sock_fd, fd_identity, fd_is, set_tcp_nodelay, quick_ack, \
-    fd_is_blocking, set_fd_nonblocking, set_fd_blocking
+from ssh2.utils cimport to_bytes, sock_fd, fd_is, set_tcp_nodelay, quick_ack, \
+    set_fd_nonblocking, set_fd_blocking
 
 from ssh2 import cipher_prefs, exceptions as _exc
 
@@ -564,17 +564,21 @@ cdef class Session:
         non-blocking mode at OS level, as libssh2 needs. Returns 0, or ``LIBSSH2_ERROR_EAGAIN`` in
         non-blocking mode; raises on failure.
         """
-        cdef int fd = sock_fd(sock)
+        cdef FdIdentity identity
+        cdef int fd
         cdef int rc
+        if self._sock is not None and sock is self._sock:
+            fd = self._fd   # a non-blocking handshake's next call: known already
+        else:
+            fd = sock_fd(sock, &identity)
         if self._sock is None:
             self._sock = sock
             self._fd = fd
-            self._fd_identity = fd_identity(fd)
+            self._fd_identity = identity
             self._hook.tcp = set_tcp_nodelay(fd)
             # libssh2 would otherwise restore blocking mode on the fd when the
             # session is freed, even if the fd then belongs to someone else.
-            self._sock_was_blocking = fd_is_blocking(fd)
-            set_fd_nonblocking(fd)
+            self._sock_was_blocking = set_fd_nonblocking(fd)
         elif sock is not self._sock:
             raise _exc.BadUseError("handshake() was already started on another socket")
         self._check()

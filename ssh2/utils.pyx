@@ -43,8 +43,9 @@ cdef bytes to_bytes(object value):
     raise TypeError(f"expected str or bytes, got {type(value).__name__}")
 
 
-cdef int sock_fd(object sock) except -1:
-    """The fd of a socket object (or an fd given as int); TypeError unless it is a socket."""
+cdef int sock_fd(object sock, FdIdentity *identity=NULL) except -1:
+    """The fd of a socket object (or an fd given as int); TypeError unless it is a socket.
+    ``identity``, if given, receives the fd's :func:`fd_identity` from the same ``fstat``."""
     cdef int fd
     cdef struct_stat st
     if isinstance(sock, int):
@@ -60,8 +61,13 @@ cdef int sock_fd(object sock) except -1:
     fd = number
     if fd < 0:
         raise _exc.BadSocketError("the socket is closed (fileno() is -1)")
-    if fstat(fd, &st) == 0 and not S_ISSOCK(st.st_mode):
+    cdef bint valid = fstat(fd, &st) == 0
+    if valid and not S_ISSOCK(st.st_mode):
         raise TypeError(f"file descriptor {fd} is not a socket")
+    if identity is not NULL:
+        identity.valid = valid
+        identity.dev = st.st_dev if valid else 0
+        identity.ino = st.st_ino if valid else 0
     return fd
 
 
@@ -95,15 +101,14 @@ cdef void quick_ack(int fd) noexcept nogil:
     setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one))
 
 
-cdef bint fd_is_blocking(int fd) noexcept nogil:
-    cdef int flags = fcntl(fd, F_GETFL, 0)
-    return flags >= 0 and not (flags & O_NONBLOCK)
-
-
-cdef void set_fd_nonblocking(int fd) noexcept nogil:
+cdef bint set_fd_nonblocking(int fd) noexcept nogil:
+    """Whether the fd was in blocking mode (it is not any more): one ``fcntl`` to read
+    the mode, a second only to change it."""
     cdef int flags = fcntl(fd, F_GETFL, 0)
     if flags >= 0 and not (flags & O_NONBLOCK):
         fcntl(fd, F_SETFL, flags | O_NONBLOCK)
+        return True
+    return False
 
 
 cdef void set_fd_blocking(int fd) noexcept nogil:

@@ -17,6 +17,7 @@ from typing import Optional, Sequence, Union
 from pssh import exceptions as exc
 from pssh.aio.awaitable import AwaitableContext
 from pssh.aio.constants import OPEN_CONNECT_FAILED
+from pssh.core import freshness
 from pssh.aio.exceptions import (ChannelOpenError, ConnectionLost, ConnectTimeout,
                                  HostKeyNotVerifiable, HostNotFound, KeyEncryptionError,
                                  KeyFileNotFound, KeyImportError, PermissionDenied,
@@ -91,10 +92,12 @@ async def _connect(host: str, port: Optional[int], opts: SSHClientConnectionOpti
     if isinstance(tunnel, str):
         opts = SSHClientConnectionOptions(opts, tunnel=tunnel)
         tunnel = None
-    resolved = opts.resolve(host, port)
-    # Every failure from here on concerns this host (a bad key file included).
-    with exc.on_host(host, resolved.port):
-        return await _connect_resolved(host, resolved, opts, tunnel, client_factory)
+    # The files the log-in reads are looked at once for the hosts logging in meanwhile.
+    with freshness.logins():
+        resolved = opts.resolve(host, port)
+        # Every failure from here on concerns this host (a bad key file included).
+        with exc.on_host(host, resolved.port):
+            return await _connect_resolved(host, resolved, opts, tunnel, client_factory)
 
 
 async def _connect_resolved(host: str, resolved, opts: SSHClientConnectionOptions, tunnel,

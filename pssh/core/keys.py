@@ -19,6 +19,7 @@ import struct
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple, Type
 
+from pssh.core import freshness
 from pssh.core.errors import PKeyFileError
 
 _OPENSSH = re.compile(rb"-----BEGIN OPENSSH PRIVATE KEY-----\s*(.*?)\s*"
@@ -80,11 +81,11 @@ _cache: Dict[str, Tuple[tuple, KeyFile]] = {}
 def read_key_file(path: str) -> KeyFile:
     """The key file at ``path`` and its ``.pub`` and ``-cert.pub``, read once for as long
     as neither the file nor its folder changes: a fan-out to many hosts reads them once,
-    not once per host (two ``stat`` calls per host instead of opening three files).
+    and asks whether they changed once per run (:mod:`pssh.core.freshness`), not per host.
     The error says whether the key is missing, a directory, unreadable or not a key."""
     try:
-        st = os.stat(path)
-        folder = os.stat(os.path.dirname(path) or ".")
+        st = freshness.stat(path)
+        folder = freshness.stat(os.path.dirname(path) or ".")
     except FileNotFoundError:
         raise PKeyFileError("private key file %s does not exist", path) from None
     except OSError as err:

@@ -41,6 +41,7 @@ import re
 from functools import lru_cache
 from typing import TYPE_CHECKING, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
+from pssh.core import freshness
 from pssh.core.errors import (HostKeyError, HostKeyMismatchError, HostKeyRevokedError,
                               UnknownHostKeyError)
 from pssh.core.host_certificates import CERT_SUFFIX, HostCertificate, is_certificate, key_type_of
@@ -225,9 +226,9 @@ _EMPTY = KnownHosts(())
 
 def load(path: str) -> KnownHosts:
     """The indexed entries of ``path`` (none if it does not exist); read and indexed
-    again only when the file changes."""
+    again only when the file changes (looked at once per run: :mod:`pssh.core.freshness`)."""
     try:
-        stat = os.stat(path)
+        stat = freshness.stat(path)
     except FileNotFoundError:
         return _EMPTY
     stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
@@ -368,6 +369,7 @@ def _append(path: str, line: str) -> None:
     # One write() call in one greenlet: concurrent hosts never interleave lines.
     with open(path, "a", encoding="utf-8") as fh:
         fh.write(line)
+    freshness.forget(path)
 
 
 def _refuse_revoked(key: bytes, index: KnownHosts, host: str, port: int, path: str,

@@ -25,6 +25,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
+from pssh.core import freshness
+
 log = logging.getLogger("pssh.core.ssh_config")
 
 DEFAULT_PATH = os.path.join("~", ".ssh", "config")
@@ -345,7 +347,7 @@ def load(path: Optional[str] = None) -> SSHConfig:
     path = path or DEFAULT_PATH
     full = os.path.expanduser(path)
     try:
-        mtime = os.stat(full).st_mtime
+        mtime = freshness.stat(full).st_mtime
     except OSError:
         mtime = -1.0
     cached = _cache.get(full)

@@ -23,6 +23,7 @@ from gevent.queue import Queue
 from pssh import exceptions as exc
 from pssh.clients.base.single import BaseSSHClient, InteractiveShell
 from pssh.clients.common import _validate_api, _validate_pkey
+from pssh.core import freshness
 from pssh.config import HostConfig
 from pssh.options import ConnectOptions, ssh_config_of
 from pssh.output import HostOutput
@@ -196,7 +197,8 @@ class BaseParallelSSHClient:
         client = self._host_clients.get((host_i, host))
         if client is not None and client.session is not None:
             return client
-        client = self._make_ssh_client(host, self.host_options(host_i))
+        with freshness.logins():   # the span covers resolving this host's options too
+            client = self._make_ssh_client(host, self.host_options(host_i))
         self._host_clients[(host_i, host)] = client
         return client
 

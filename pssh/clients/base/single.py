@@ -43,6 +43,7 @@ from pssh.core.handshake import Attempt, named
 from pssh.core.link import Link
 from pssh.core.waits import Blocking, Procedure, Task, pause
 from pssh.core.deadlines import deadline_after
+from pssh.core import freshness
 from pssh.core.keys import read_key_file
 from pssh.core.lines import MAX_LINE, LongLines, split_lines
 from pssh.core.settings import decided
@@ -316,14 +317,17 @@ class BaseSSHClient(PollMixIn):
                  **more_options) -> None:
         _options = options_of({**locals(), **more_options}, _options)
         self.runner = runner_kind(runner)
-        self._ssh_config = ssh_config_of(ssh_config)
-        resolved = _options.resolve(host, self._ssh_config)
-        # From here on every failure concerns this host: a bad key file, the
-        # connection, the login... (PKeyFileError for a key file, as parallel-ssh).
-        with exc.on_host(host, resolved.port):
-            self._apply(resolved, host)
-            _validate_api(self.keyboard_interactive, self.password)
-            self._init()
+        # The files the log-in reads (ssh_config, the key, known_hosts) are looked at
+        # once for all the hosts logging in meanwhile, not once or more per host.
+        with freshness.logins():
+            self._ssh_config = ssh_config_of(ssh_config)
+            resolved = _options.resolve(host, self._ssh_config)
+            # From here on every failure concerns this host: a bad key file, the
+            # connection, the login... (PKeyFileError for a key file, as parallel-ssh).
+            with exc.on_host(host, resolved.port):
+                self._apply(resolved, host)
+                _validate_api(self.keyboard_interactive, self.password)
+                self._init()
 
     def _apply(self, resolved: Resolved, host: str) -> None:
         """Set the client's attributes (parallel-ssh's names) from the resolved options."""
