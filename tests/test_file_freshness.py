@@ -1,7 +1,8 @@
 """The files a log-in reads (the key, known_hosts) are looked at once per run, not once or
-more per host, and a change between runs is seen by the next run. Real sshd hosts on
-loopback; the kernel's own count of ``stat`` calls, by ``strace``, in a fresh interpreter
-running each front end as a program would."""
+more per host, except by the host key decision, which looks afresh for each host: a change
+between runs is seen by the next run, a key revoked meanwhile by the next check. Real sshd
+hosts on loopback; the kernel's own count of ``stat`` calls, by ``strace``, in a fresh
+interpreter running each front end as a program would."""
 from __future__ import annotations
 
 import re
@@ -9,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +18,8 @@ import pytest
 
 from loopback import addresses
 from pssh import exceptions as exc
-from pssh.clients import ParallelSSHClient
+from pssh.clients import ParallelSSHClient, SSHClient
+from pssh.core import freshness, known_hosts as core_known_hosts
 from pssh.sshd import ServerGroup
 
 #: Logins per run: each of the group's hosts five times over.
@@ -92,11 +95,18 @@ def looks_of_one_run(group, tmp_path: Path, front: str, logins: int) -> Counter:
 def test_a_fan_out_looks_at_its_key_and_known_hosts_once_not_per_host(group, tmp_path, front):
     one = looks_of_one_run(group, tmp_path, front, 1)
     many = looks_of_one_run(group, tmp_path, front, HOSTS_PER_RUN)
-    # Each file is looked at as often for 15 logins as for one: before, each host
-    # looked at the key file three times, its folder three times and known_hosts
-    # twice. (The key file once more when the client checks its options.)
-    assert many == one, (one, many)
-    assert len(many) == 3 and max(many.values()) <= 2, many
+    key, known_hosts = str(group.keys.private()), str(group.known_hosts_file())
+    folder = str(Path(key).parent)
+    # The key file and its folder are looked at as often for 15 logins as for one
+    # (before: three times per host each; the key file once more when the client
+    # checks its options).
+    assert (many[key], many[folder]) == (one[key], one[folder]), (one, many)
+    assert one[key] <= 2 and one[folder] == 1, one
+    # known_hosts: once for the run (the host key algorithms to offer), and once per
+    # host for the host key decision, which never uses a status seen before (before:
+    # twice per host).
+    assert many[known_hosts] - one[known_hosts] == HOSTS_PER_RUN - 1, (one, many)
+    assert one[known_hosts] == 2, one
 
 
 def test_a_host_key_added_between_runs_is_seen_by_the_next_run(group, tmp_path):
@@ -130,3 +140,50 @@ def test_a_host_twice_in_one_run_under_accept_new_is_added_once(group, tmp_path,
     assert [o.exit_code for o in output] == [0, 0]
     lines = known_hosts.read_text().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"[{host}]:{group.port} "), lines
+
+
+@pytest.mark.parametrize("runner", ["gevent", "native"])
+def test_a_key_revoked_during_a_run_is_refused_by_the_next_check(group, tmp_path, runner):
+    """Another login of the run looked at known_hosts when the key was still trusted;
+    then another thread marks it ``@revoked`` (as an administrator would). The next host
+    key check must see that, not the status the run looked at."""
+    server = group.servers[0]
+    path = tmp_path / "known_hosts"
+    path.write_text(server.known_hosts_lines())
+    with freshness.logins():   # a run's span, still open (another host logging in)
+        assert core_known_hosts.load(str(path)).entries_for(f"[{server.address}]:{group.port}")
+        revoked = "".join(f"@revoked * {' '.join(line.split()[1:3])}\n"
+                          for line in server.known_hosts_lines().splitlines())
+        writer = threading.Thread(target=lambda: path.write_text(path.read_text() + revoked))
+        writer.start()
+        writer.join()
+        with pytest.raises(exc.HostKeyRevokedError):
+            SSHClient(server.address, port=group.port, user=server.user,
+                      pkey=str(group.keys.private()), allow_agent=False, identity_auth=False,
+                      timeout=30, num_retries=1, runner=runner, known_hosts=str(path),
+                      host_key_policy="strict")
+
+
+def test_a_span_ended_in_another_thread_ends_where_it_began(tmp_path):
+    """A log-in's span can end in another thread (a coroutine closed there by the garbage
+    collector): the span of the thread it began in ends, and the other thread's looks stay
+    its own, afresh each time."""
+    path = tmp_path / "file"
+    path.write_text("a")
+    span = freshness.logins()
+    span.__enter__()
+    sizes = []
+
+    def end_then_look():
+        span.__exit__(None, None, None)
+        sizes.append(freshness.stat(str(path)).st_size)
+        path.write_text("ab")
+        sizes.append(freshness.stat(str(path)).st_size)
+
+    ender = threading.Thread(target=end_then_look)
+    ender.start()
+    ender.join()
+    assert sizes == [1, 2]
+    assert freshness.stat(str(path)).st_size == 2   # this thread's span ended too
+    path.write_text("abc")
+    assert freshness.stat(str(path)).st_size == 3

@@ -100,6 +100,7 @@ def read_key_file(path: str) -> KeyFile:
         return cached[1]
     try:
         with open(path, "rb") as fh:
+            read = os.fstat(fh.fileno())
             data = fh.read()
     except OSError as err:
         raise PKeyFileError("private key file %s cannot be read: %s", path,
@@ -107,7 +108,8 @@ def read_key_file(path: str) -> KeyFile:
     info = inspect_key(data, f"private key file {path}")
     key = KeyFile(path, info, data, _read_beside(path + ".pub"),
                   _read_beside(path + "-cert.pub"))
-    _cache[path] = (stamp, key)
+    # Kept under the stamp of the file read (the status looked at before may be older).
+    _cache[path] = ((read.st_mtime_ns, read.st_size, read.st_ino) + stamp[3:], key)
     return key
 
 

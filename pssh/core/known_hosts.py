@@ -224,11 +224,12 @@ _cache: Dict[str, Tuple[tuple, KnownHosts]] = {}
 _EMPTY = KnownHosts(())
 
 
-def load(path: str) -> KnownHosts:
+def load(path: str, fresh: bool = False) -> KnownHosts:
     """The indexed entries of ``path`` (none if it does not exist); read and indexed
-    again only when the file changes (looked at once per run: :mod:`pssh.core.freshness`)."""
+    again only when the file changes. Whether it changed is looked at once per run
+    (:mod:`pssh.core.freshness`) unless ``fresh``: a host key decision looks every time."""
     try:
-        stat = freshness.stat(path)
+        stat = os.stat(path) if fresh else freshness.stat(path)
     except FileNotFoundError:
         return _EMPTY
     stamp = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
@@ -236,8 +237,12 @@ def load(path: str) -> KnownHosts:
     if cached is not None and cached[0] == stamp:
         return cached[1]
     with open(path, encoding="utf-8", errors="replace") as fh:
+        # The stamp of the file read, not of the status looked at before: the two differ
+        # when the file changed in between, and the content must not be kept under the
+        # older one (a restored copy with that stamp would then find it).
+        read = os.fstat(fh.fileno())
         index = KnownHosts(_parse(fh.read(), path))
-    _cache[path] = (stamp, index)
+    _cache[path] = ((read.st_mtime_ns, read.st_size, read.st_ino), index)
     return index
 
 
@@ -301,7 +306,7 @@ def verify_host_key(session: Session, host: str, port: int, policy: str = "accep
         raise ValueError(f"host key policy must be one of {POLICIES}, not {policy!r}")
     path = _path(known_hosts)
     name = known_hosts_name(host, port)
-    index = load(path)
+    index = load(path, fresh=True)   # what trusts a host never uses a status seen earlier
     presented = session.hostkey()
     key = presented[0] if isinstance(presented, tuple) and presented else None
     if not isinstance(key, bytes) or not key:
