@@ -4,7 +4,8 @@ libssh2's own floor, side by side.
     python -m benchmarks.cpu_per_host [--hosts 1 10 100 200 500] [--repeat 3]
                                       [--libs ours ours-native ours-aio hussh asyncssh
                                               parallel-ssh floor-c]
-                                      [--strace-hosts 100] [--floor] [--json FILE]
+                                      [--strace-hosts 100] [--perf-hosts 100] [--floor]
+                                      [--json FILE]
 
 For each library and H, a fresh process (``benchmarks/_fanout_worker.py``; the C program of
 ``benchmarks/login_floor.c`` for ``floor-c``) runs one command on H loopback hosts at once
@@ -19,7 +20,10 @@ order rotating. Reported per library:
 - wall time and the ratios ours / hussh and ours / asyncssh (per round, median), for each of
   our runners;
 - system calls per login and command: the ``--strace-hosts`` case run once more under
-  ``strace -f -c``, less a one-host run under it, over H - 1; and the most frequent calls.
+  ``strace -f -c``, less a one-host run under it, over H - 1; and the most frequent calls;
+- client CPU per host by where it goes (the interpreter, compiled extensions, libssh2,
+  libcrypto, libc, the kernel): the ``--perf-hosts`` case run once more under ``perf record``,
+  less a one-host run under it, over H - 1 (``benchmarks.cpu_parts``).
 
 ``ours`` is ``ParallelSSHClient`` on gevent, ``ours-native`` the same client with
 ``runner="native"`` (reported unavailable, and skipped, by a build without that keyword),
@@ -40,7 +44,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from benchmarks import login_floor, syscalls
+from benchmarks import cpu_parts, login_floor, syscalls
 from benchmarks.fanout import MAX_ADDRESSES, run_once
 from pssh.sshd import ServerGroup
 
@@ -71,19 +75,39 @@ class Harness:
         return run_once(library, self.hosts(count), self.group, self.command,
                         known_hosts=self.known_hosts, prefix=prefix)
 
-    def syscalls(self, library: str, count: int) -> Optional[Dict[str, float]]:
-        """Calls per login: a ``count``-host run less a one-host run, both under strace."""
-        traced = {}
+    def _one_and_many(self, tool: str, library: str, count: int, prefix_for,
+                      read) -> Optional[tuple]:
+        """What ``read`` makes of a one-host and a ``count``-host run, each run under the
+        prefix ``prefix_for(output)`` gives: (one, many), or None if either gave nothing."""
+        readings = {}
         for hosts in (1, count):
-            trace = self.workdir / f"strace-{library}-{hosts}"
-            prefix = syscalls.strace_prefix(trace)
+            output = self.workdir / f"{tool}-{library}-{hosts}"
+            prefix = prefix_for(output)
             result = self.run(library, hosts, prefix) if prefix else None
             if not result or "unavailable" in result:
                 return None
-            traced[hosts] = syscalls.read_counts(trace)
-        if not traced[1] or not traced[count]:
+            readings[hosts] = read(output)
+            if not readings[hosts]:
+                return None
+        return readings[1], readings[count]
+
+    def syscalls(self, library: str, count: int) -> Optional[Dict[str, float]]:
+        """Calls per login: a ``count``-host run less a one-host run, both under strace."""
+        both = self._one_and_many("strace", library, count, syscalls.strace_prefix,
+                                  syscalls.read_counts)
+        return syscalls.per_login(both[1], both[0], count) if both else None
+
+    def cpu_parts(self, library: str, count: int, rate: int) -> Optional[dict]:
+        """CPU per host by part (a ``count``-host run less a one-host run, both under perf,
+        sampling at ``rate``), and each run's samples by shared object (to group them anew)."""
+        both = self._one_and_many("perf", library, count,
+                                  lambda output: cpu_parts.perf_prefix(output, rate),
+                                  cpu_parts.read_samples)
+        if not both:
             return None
-        return syscalls.per_login(traced[count], traced[1], count)
+        one, many = both
+        return {"per_host_ms": cpu_parts.per_host_ms(many, one, count, rate),
+                "samples": {"1": one, str(count): many}}
 
 
 def _median(values) -> Optional[float]:
@@ -133,11 +157,22 @@ def measure(args) -> dict:
                             traced[lib] = per
             else:
                 print("strace not installed: no system call counts", file=sys.stderr)
+        parts: Dict[str, dict] = {}
+        if args.perf_hosts > 1:
+            if cpu_parts.perf_prefix(Path(tmp) / "probe", args.perf_rate):
+                for lib in libs:
+                    if lib not in unavailable:
+                        per = harness.cpu_parts(lib, args.perf_hosts, args.perf_rate)
+                        if per is not None:
+                            parts[lib] = per
+            else:
+                print("perf not installed or may not sample here: no CPU by part",
+                      file=sys.stderr)
     measured = [lib for lib in libs if lib not in unavailable]
-    return summarize(args, measured, results, traced, unavailable)
+    return summarize(args, measured, results, traced, parts, unavailable)
 
 
-def summarize(args, libs, results, traced, unavailable) -> dict:
+def summarize(args, libs, results, traced, parts, unavailable) -> dict:
     hosts = args.hosts
 
     def runs(lib, count) -> List[Optional[dict]]:
@@ -177,6 +212,8 @@ def summarize(args, libs, results, traced, unavailable) -> dict:
         "peak_rss_mib": rss, "wall_ratio": ratios, "import_wall_s": imports,
         "import_cpu_s": import_cpu,
         "syscalls_per_login": {"hosts": args.strace_hosts, "by_library": calls},
+        "cpu_ms_per_host_by_part": {"hosts": args.perf_hosts, "samples_per_cpu_second":
+                                    args.perf_rate, "by_library": parts},
         # Every run as the worker reported it (None: failed), round by round.
         "runs": {lib: {str(h): runs(lib, h) for h in hosts} for lib in libs},
     }
@@ -219,6 +256,14 @@ def report(result: dict) -> None:
               "less H=1):\n")
         for lib, figures in calls["by_library"].items():
             print(f"- {lib}: " + syscalls.describe(figures["total"], figures["top"]))
+    parts = result["cpu_ms_per_host_by_part"]
+    if parts["by_library"]:
+        print(f"\nClient CPU per host (ms) by where it goes (perf record -e cpu-clock, "
+              f"H={parts['hosts']} less H=1):\n")
+        print("| library | " + " | ".join(cpu_parts.PARTS) + " | total |")
+        print("|---|" + "---:|" * (len(cpu_parts.PARTS) + 1))
+        for lib, per in parts["by_library"].items():
+            print(f"| {lib} | " + " | ".join(cpu_parts.describe(per["per_host_ms"])) + " |")
     for lib, why in result["unavailable"].items():
         print(f"\n{lib}: not measured ({why})")
     floor = result.get("floor")
@@ -236,11 +281,14 @@ def main(argv=None) -> int:
     parser.add_argument("--libs", nargs="+", default=LIBRARIES, choices=LIBRARIES)
     parser.add_argument("--strace-hosts", type=int, default=100, metavar="H",
                         help="count system calls at this H (0: not at all)")
+    parser.add_argument("--perf-hosts", type=int, default=100, metavar="H",
+                        help="sample where the CPU goes at this H (0: not at all)")
     parser.add_argument("--floor", action="store_true",
                         help="also time the public-key operations of one login")
     parser.add_argument("--json", type=Path, help="write the results here")
     args = parser.parse_args(argv)
     args.hosts = sorted(set(args.hosts) | {1})   # the start-up exclusion needs H = 1
+    args.perf_rate = cpu_parts.sampling_rate()
     load_before = os.getloadavg()[0]
     result = measure(args)
     # The machine is shared: say how busy it was (1-minute load average, 2 cores here).

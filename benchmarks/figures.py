@@ -27,6 +27,8 @@ import textwrap
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Sequence
 
+from benchmarks import cpu_parts
+
 RESULTS = Path(__file__).resolve().parent / "results"
 #: The pages that may hold blocks, relative to the repository root.
 PAGE_GLOBS = ("README.md", "docs/*.md", "docs/**/*.md")
@@ -505,8 +507,9 @@ def cpu_per_host_tables() -> str:
     load_average = run.get("load_average")
     if load_average:
         missing += (f" The machine's 1-minute load average was {load_average['start']} at the "
-                    f"start and {load_average['end']} at the end, on 2 cores: other test runs "
-                    "shared it, so compare within this run only.")
+                    f"start and {load_average['end']} at the end, on 2 cores (the run's own "
+                    "servers and logins count in it, and any other work on the machine): "
+                    "compare within this run only.")
     return (prose(f"**Results** (run of {run['run']}; `{run['command']}`; medians of "
                   f"{run['repeat']} rounds, ratios medians of per-round ratios; host keys "
                   f"checked by {', '.join(run['host_keys_checked'])}, not by the others)."
@@ -527,6 +530,29 @@ def syscalls_per_login() -> str:
                   "less H = 1, over H - 1; the same run):") + "\n\n"
             + table(["library", "calls per login", "most frequent, per login"], rows,
                     numbers_right=False))
+
+
+def cpu_by_part() -> str:
+    run = load("cpu_per_host")
+    parts = run.get("cpu_ms_per_host_by_part")
+    if not parts or not parts["by_library"]:
+        return prose("Not measured in the stored run (`--perf-hosts 0`, or perf unavailable).")
+    h = str(parts["hosts"])
+    names = [*cpu_parts.PARTS, "total"]
+    rows = []
+    for lib, figures in parts["by_library"].items():
+        # Grouped from each run's samples by shared object, as cpu_parts groups them now.
+        samples = figures["samples"]
+        per = cpu_parts.per_host_ms(samples[h], samples["1"], int(h),
+                                    parts["samples_per_cpu_second"])
+        rusage = run["cpu_ms_per_host"].get(lib, {}).get(h)
+        rows.append([lib, *(_ms(per[name]) for name in names), _ms(rusage)])
+    return (prose(f"Client CPU per host (ms) by where it goes: `perf record -e cpu-clock -F "
+                  f"{parts['samples_per_cpu_second']}` over the whole process, H = {h} less "
+                  f"H = 1, over H - 1, once per library in the same run (`total` is perf's; "
+                  f"the last column the same run's median from the process's own CPU time, "
+                  f"for comparison):") + "\n\n"
+            + table(["library", *names, f"CPU per host at H = {h} (rounds' median)"], rows))
 
 
 def login_floor_figures() -> str:
@@ -676,6 +702,7 @@ BLOCKS: Dict[str, Callable[[], str]] = {
     "fanout-rtt50-reading": fanout_rtt50_reading,
     "cpu-per-host": cpu_per_host_tables,
     "syscalls-per-login": syscalls_per_login,
+    "cpu-by-part": cpu_by_part,
     "login-floor": login_floor_figures,
     "cpu-per-host-targets": cpu_per_host_targets,
     "ops-sync": ops_sync,

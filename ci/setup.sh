@@ -14,6 +14,7 @@ packages=(build-essential dpkg-dev pkg-config libssl-dev zlib1g-dev
           iproute2 iptables libnetfilter-queue-dev  # the delayed-loopback benchmark
           chromium chromium-driver                  # the docs site checked in a browser
           bc                                        # asyncssh's math_client example, run by the tests
+          strace linux-perf                         # system calls counted, CPU sampled by part
           debootstrap patch)                        # ci/wheels.sh's old Debian root
 missing=()
 for p in "${packages[@]}"; do

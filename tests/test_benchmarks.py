@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import benchmarks
+from benchmarks.cpu_parts import PARTS, by_part, parse_report, part_of, per_host_ms
 from benchmarks.servers import InfluxDB1, VictoriaMetrics
 from benchmarks.sessions import OPERATIONS
 from benchmarks.sinks import read_raw
@@ -257,7 +259,8 @@ def test_cpu_per_host_reports_every_library_side_by_side_with_syscalls_and_the_f
     out = tmp_path / "cpu.json"
     result = run_module("benchmarks.cpu_per_host", "--hosts", "2", "--repeat", "1",
                         "--libs", "ours", "ours-native", "ours-aio", "hussh", "asyncssh",
-                        "floor-c", "--strace-hosts", "2", "--floor", "--json", str(out))
+                        "floor-c", "--strace-hosts", "2", "--perf-hosts", "0", "--floor",
+                        "--json", str(out))
     assert result.returncode == 0, result.stderr
     run = json.loads(out.read_text())
     assert run["hosts"] == [1, 2]     # H = 1 added: the start-up exclusion needs it
@@ -303,6 +306,58 @@ def test_login_floor_builds_against_the_libssh2_that_ssh2_loads_and_runs(tmp_pat
     assert floor["c"]["wall_s"]["3"] > 0 and floor["c"]["cpu_ms_per_host"]["3"] > 0
     assert floor["c"]["syscalls_per_login"]["total"] > 0
     assert "per login, client side" in result.stdout
+
+
+def test_cpu_per_host_says_where_each_librarys_cpu_goes(tmp_path):
+    assert shutil.which("perf"), ("perf is not installed: apt-get install linux-perf "
+                                  "(ci/setup.sh does)")
+    out = tmp_path / "parts.json"
+    result = run_module("benchmarks.cpu_per_host", "--hosts", "3", "--repeat", "1",
+                        "--libs", "ours-native", "floor-c", "--strace-hosts", "0",
+                        "--perf-hosts", "3", "--json", str(out))
+    assert result.returncode == 0, result.stderr
+    parts = json.loads(out.read_text())["cpu_ms_per_host_by_part"]
+    assert parts["hosts"] == 3 and set(parts["by_library"]) == {"ours-native", "floor-c"}
+    for lib, figures in parts["by_library"].items():
+        per_host = figures["per_host_ms"]
+        assert set(per_host) == {*PARTS, "total"}, lib
+        assert all(ms >= 0 for ms in per_host.values()), lib
+        assert per_host["total"] == pytest.approx(sum(per_host[p] for p in PARTS), abs=0.01)
+        assert by_part(figures["samples"]["3"])["kernel"] > 0, lib   # at least its execve
+    # Samples land where the code runs: the C program has no interpreter, ours has one;
+    # the C program's key exchanges are libcrypto's.
+    floor, ours = (by_part(parts["by_library"][lib]["samples"]["3"])
+                   for lib in ("floor-c", "ours-native"))
+    assert floor["interpreter"] == 0 and floor["libcrypto"] > 0
+    assert ours["interpreter"] > 0
+    assert "by where it goes" in result.stdout and "| ours-native | " in result.stdout
+
+
+def test_cpu_parts_are_read_from_perf_reports():
+    report = """    60.77%          1411  libpython3.11.so.1.0
+    17.96%           417  [kernel.kallsyms]
+    11.63%           270  libcrypto.so.3
+     4.48%           104  libc.so.6
+     1.64%            38  ld-linux-x86-64.so.2
+     0.99%            23  _native.cpython-311-x86_64-linux-gnu.so
+     0.65%            15  libssh2.so.1
+     0.13%             3  [vdso]
+"""
+    samples = parse_report(report)
+    assert samples["libpython3.11.so.1.0"] == 1411 and samples["[vdso]"] == 3
+    assert [part_of(dso) for dso in samples] == [
+        "interpreter", "kernel", "libcrypto", "libc", "other", "extensions", "libssh2", "other"]
+    assert part_of("python3.12") == "interpreter" and part_of("hussh.abi3.so") == "extensions"
+    # A wheel's own copies of the libraries (parallel-ssh's ssh2-python carries both).
+    assert part_of("libssh2-38398901.so.1.0.1") == "libssh2"
+    assert part_of("libcrypto-9a8edada.so.3") == "libcrypto"
+    assert part_of("libcom_err-5cc7ca61.so.3.0") == "other"
+    one = {"libpython3.11.so.1.0": 411, "[kernel.kallsyms]": 117, "libcrypto.so.3": 300}
+    per = per_host_ms(samples, one, 101, frequency=1000)
+    # (1411 - 411) samples at 1000 per CPU second, over 100 hosts: 10 ms per host; a part
+    # sampled less in the larger run counts 0.
+    assert per["interpreter"] == 10.0 and per["kernel"] == 3.0 and per["libcrypto"] == 0.0
+    assert per["total"] == pytest.approx(sum(per[p] for p in PARTS))
 
 
 def test_syscall_counts_are_read_from_strace_tables():

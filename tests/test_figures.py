@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from benchmarks import figures
+from benchmarks.cpu_parts import per_host_ms
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -130,6 +131,15 @@ def test_the_stored_issue_29_results_hold_together():
     for lib in run["libraries"]:
         assert set(run["wall_s"][lib]) == {str(h) for h in run["hosts"]}, lib
     assert not set(run["unavailable"]) & set(run["libraries"])
+    parts = run["cpu_ms_per_host_by_part"]
+    assert set(parts["by_library"]) <= set(run["libraries"])
+    for lib, measured in parts["by_library"].items():
+        # The page's table is made from each run's samples by shared object (regrouped).
+        samples = measured["samples"]
+        assert set(samples) == {"1", str(parts["hosts"])}, lib
+        per = per_host_ms(samples[str(parts["hosts"])], samples["1"], parts["hosts"],
+                          parts["samples_per_cpu_second"])
+        assert per["total"] > 0 and all(ms >= 0 for ms in per.values()), lib
     for name in ("ops_sync", "ops_sync_ssh2python", "ops_async"):
         for bench in figures.load(name)["benchmarks"]:
             stats = bench["stats"]
